@@ -1,0 +1,102 @@
+package localstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Durability says when an append is acknowledged.
+type Durability string
+
+const (
+	// DurabilitySync acknowledges after the WAL fsync; concurrent appends
+	// share fsyncs through pebble's group commit.
+	DurabilitySync Durability = "sync"
+	// DurabilityAsync acknowledges after the write; the WAL is fsynced on
+	// an interval (Config.AsyncSyncInterval), so a machine crash may lose
+	// the last interval of acknowledged writes.
+	DurabilityAsync Durability = "async"
+)
+
+// Valid reports whether d is a known durability; the empty value means the
+// store default.
+func (d Durability) Valid() bool { return d == "" || d == DurabilitySync || d == DurabilityAsync }
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the directory pebble lives in. Required.
+	Dir string
+	// FS overrides the filesystem (tests use a crashable in-memory FS).
+	// Default: the OS filesystem.
+	FS vfs.FS
+	// MemTableSize is pebble's memtable size in bytes. Default 64 MiB;
+	// pebble's own 4 MiB default stalls writes under log workloads.
+	MemTableSize uint64
+	// CacheSize is pebble's block cache in bytes. Default 64 MiB.
+	CacheSize int64
+	// Durability is the default for appends that do not name one.
+	// Default sync.
+	Durability Durability
+	// AsyncSyncInterval is how often the WAL is fsynced when async appends
+	// are pending. Default 100ms.
+	AsyncSyncInterval time.Duration
+	// Now is the clock (append times, retention). Default time.Now.
+	Now func() time.Time
+	// Logger receives storage events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig is the configuration tern serves with.
+func DefaultConfig() Config {
+	return Config{
+		Dir:               "data",
+		MemTableSize:      64 << 20,
+		CacheSize:         64 << 20,
+		Durability:        DurabilitySync,
+		AsyncSyncInterval: 100 * time.Millisecond,
+	}
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("localstore: dir is empty: set the data directory"))
+	}
+	if c.MemTableSize != 0 && c.MemTableSize < 1<<20 {
+		errs = append(errs, fmt.Errorf("localstore: memtable size %d is below 1 MiB", c.MemTableSize))
+	}
+	if !c.Durability.Valid() {
+		errs = append(errs, fmt.Errorf("localstore: durability %q: want sync or async", c.Durability))
+	}
+	if c.AsyncSyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("localstore: async sync interval %v is negative", c.AsyncSyncInterval))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	if c.MemTableSize == 0 {
+		c.MemTableSize = d.MemTableSize
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = d.CacheSize
+	}
+	if c.Durability == "" {
+		c.Durability = d.Durability
+	}
+	if c.AsyncSyncInterval == 0 {
+		c.AsyncSyncInterval = d.AsyncSyncInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}

@@ -1,0 +1,72 @@
+package localstore
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/ternmq/tern/protocols"
+)
+
+// makeEntry builds an encoded entry of n messages with the given value size;
+// each value starts with tag so tests can tell entries apart.
+func makeEntry(t testing.TB, tag string, n, size int, ts int64) []byte {
+	t.Helper()
+	msgs := make([]protocols.Message, n)
+	for i := range msgs {
+		v := make([]byte, size)
+		copy(v, fmt.Sprintf("%s/%d", tag, i))
+		msgs[i] = protocols.Message{Timestamp: ts + int64(i), Value: v}
+	}
+	batch, err := protocols.AppendBatch(nil, protocols.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, msgs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := protocols.AppendEntry(nil, &protocols.Envelope{}, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// entryTag returns the tag makeEntry put in an entry's first value.
+func entryTag(t testing.TB, v []byte) string {
+	t.Helper()
+	e, err := protocols.DecodeEntry(v)
+	if err != nil {
+		t.Fatalf("stored entry does not decode: %v", err)
+	}
+	msgs, err := protocols.Records(e.Batch, e.Header, &protocols.Decompressor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0 := msgs[0].Value
+	i := bytes.IndexByte(v0, '/')
+	if i < 0 {
+		t.Fatalf("entry value %q has no tag", v0[:min(len(v0), 20)])
+	}
+	tag := string(v0[:i])
+	return tag
+}
+
+func openTest(t testing.TB, cfg Config) *Store {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func memConfig(fs vfs.FS) Config {
+	return Config{Dir: "/data", FS: fs, Logger: slog.New(slog.DiscardHandler)}
+}

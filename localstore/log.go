@@ -1,0 +1,320 @@
+package localstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/ternmq/tern/protocols"
+)
+
+// AppendRequest is one entry to append.
+type AppendRequest struct {
+	// Entry is an encoded protocols entry (envelope and one RecordBatch
+	// v2). The store stamps the base offset and the append time into it in
+	// place and does not keep it after Append returns, so callers may reuse
+	// the buffer. Callers validate the batch (CRC and all); the store checks
+	// only what its invariants need.
+	Entry []byte
+	// Durability overrides the store default for this append.
+	Durability Durability
+	// Guard, if set, runs under the partition's append lock with the base
+	// offset the entry would get. It may return ops to write in the same
+	// pebble batch (deduplication state that must agree with the log), or
+	// a non-nil Skip to write nothing and answer with that result (a
+	// duplicate), or an error to refuse the append.
+	//
+	// A Guard that keeps memory state must treat it as pending until
+	// Append returns: if the write fails the store refuses all later writes
+	// (ErrFailed) and the node reloads its state from disk on restart.
+	Guard func(base int64) (ops []Op, skip *AppendResult, err error)
+}
+
+// AppendResult reports where an entry landed.
+type AppendResult struct {
+	BaseOffset int64
+	Count      int64
+	AppendTime int64
+	// LogStart is the log start offset after the append.
+	LogStart int64
+	// Skipped is set when the Guard answered instead of a write.
+	Skipped bool
+}
+
+// Append adds an entry to the end of a partition's log and returns once it
+// is durable under the chosen durability.
+//
+// Ordering: offsets are assigned and the pebble batch is submitted under the
+// partition lock, so the WAL holds entries in offset order; the fsync wait
+// happens after the lock is released, so appenders queued behind each other
+// are made durable by one shared fsync (pebble's group commit). The high
+// watermark moves only after the wait.
+func (s *Store) Append(ctx context.Context, pid PartitionID, req AppendRequest) (AppendResult, error) {
+	p, err := s.partition(pid)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return AppendResult{}, err
+	}
+	at, err := protocols.EntryBatchOffset(req.Entry)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	h, err := protocols.ParseBatchHeader(req.Entry[at:])
+	if err != nil {
+		return AppendResult{}, err
+	}
+	count := h.OffsetCount()
+	if count <= 0 || h.NumRecords <= 0 {
+		return AppendResult{}, fmt.Errorf("%w: batch covers %d offsets with %d records", protocols.ErrCorruptBatch, count, h.NumRecords)
+	}
+	dur := req.Durability
+	if dur == "" {
+		dur = s.cfg.Durability
+	}
+	sync := dur == DurabilitySync
+
+	p.mu.Lock()
+	if err := s.check(); err != nil {
+		p.mu.Unlock()
+		return AppendResult{}, err
+	}
+	base := p.head.Next
+	var ops []Op
+	if req.Guard != nil {
+		var skip *AppendResult
+		ops, skip, err = req.Guard(base)
+		if err != nil || skip != nil {
+			start := p.head.Start
+			p.mu.Unlock()
+			if skip != nil {
+				r := *skip
+				r.Skipped = true
+				r.LogStart = start
+				return r, nil
+			}
+			return AppendResult{}, err
+		}
+	}
+	now := max(s.cfg.Now().UnixMilli(), p.head.LastAppend)
+	if err := protocols.StampEntry(req.Entry, base, now); err != nil {
+		p.mu.Unlock()
+		return AppendResult{}, err
+	}
+	nh := p.head
+	nh.Next = base + count
+	nh.Bytes += int64(len(req.Entry))
+	nh.Entries++
+	nh.MaxTime = max(nh.MaxTime, h.MaxTimestamp)
+	nh.LastAppend = now
+	idx := indexValue{Count: count, Size: int64(len(req.Entry)), AppendTime: now, MaxTime: nh.MaxTime}
+
+	b := s.db.NewBatch()
+	_ = b.Set(logKey(kindEntry, pid, base), req.Entry, nil)
+	_ = b.Set(logKey(kindIndex, pid, base), idx.encode(), nil)
+	_ = b.Set(headKey(pid), nh.encode(), nil)
+	for _, op := range ops {
+		if err := applyOp(b, op); err != nil {
+			p.mu.Unlock()
+			_ = b.Close()
+			return AppendResult{}, err
+		}
+	}
+	if sync {
+		err = s.db.ApplyNoSyncWait(b, pebble.Sync)
+	} else {
+		s.unsynced.Store(true)
+		err = s.db.Apply(b, pebble.NoSync)
+	}
+	if err != nil {
+		s.fail(err)
+		p.mu.Unlock()
+		_ = b.Close()
+		return AppendResult{}, err
+	}
+	p.head = nh
+	p.mu.Unlock()
+
+	if sync {
+		s.stats.syncWaits.Add(1)
+		err = b.SyncWait()
+	}
+	_ = b.Close()
+	if err != nil {
+		s.fail(err)
+		return AppendResult{}, err
+	}
+	s.stats.appends.Add(1)
+	s.stats.appendBytes.Add(int64(len(req.Entry)))
+	s.stats.records.Add(int64(h.NumRecords))
+	p.advance(nh.Next)
+	return AppendResult{BaseOffset: base, Count: count, AppendTime: now, LogStart: p.start.Load()}, nil
+}
+
+// Offsets are a partition's log start offset and high watermark.
+func (s *Store) Offsets(pid PartitionID) (start, hw int64, err error) {
+	p, err := s.partition(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	return p.start.Load(), p.hw.Load(), nil
+}
+
+// Stats is a partition's size.
+type Stats struct {
+	Start, HighWatermark int64
+	Bytes, Entries       int64
+	LastAppend           int64 // Unix ms, 0 if never
+}
+
+// PartitionStats reports a partition's bounds and size.
+func (s *Store) PartitionStats(pid PartitionID) (Stats, error) {
+	p, err := s.partition(pid)
+	if err != nil {
+		return Stats{}, err
+	}
+	p.mu.Lock()
+	h := p.head
+	p.mu.Unlock()
+	return Stats{Start: h.Start, HighWatermark: p.hw.Load(), Bytes: h.Bytes, Entries: h.Entries, LastAppend: h.LastAppend}, nil
+}
+
+// Entry is one stored entry.
+type Entry struct {
+	BaseOffset int64
+	Count      int64
+	// Value is the encoded entry; the caller owns it.
+	Value []byte
+}
+
+// Read returns whole entries starting with the one that holds offset from,
+// up to maxBytes of entry data but always at least one entry when from is
+// below the high watermark. Reading at the high watermark returns nothing;
+// reading outside [start, hw] is a *protocols.OffsetOutOfRangeError.
+func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error) {
+	p, err := s.partition(pid)
+	if err != nil {
+		return nil, err
+	}
+	hw := p.hw.Load()
+	start := p.start.Load()
+	if from < start || from > hw {
+		return nil, &protocols.OffsetOutOfRangeError{Requested: from, Start: start, End: hw}
+	}
+	if from == hw {
+		return nil, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: pidPrefix(kindEntry, pid),
+		UpperBound: logKey(kindEntry, pid, hw),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	ok := it.SeekLT(logKey(kindEntry, pid, from+1))
+	if !ok {
+		ok = it.First()
+	}
+	var (
+		buf   []byte
+		ends  []int
+		metas []Entry
+	)
+	for ; ok; ok = it.Next() {
+		_, base, valid := decodeLogKey(it.Key())
+		if !valid {
+			return nil, fmt.Errorf("%w: entry key %x", ErrCorrupt, it.Key())
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		cnt, err := entryCount(v)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+		}
+		if base+cnt <= from {
+			continue // the entry before the one holding from
+		}
+		if len(metas) > 0 && len(buf)+len(v) > maxBytes {
+			break
+		}
+		buf = append(buf, v...)
+		ends = append(ends, len(buf))
+		metas = append(metas, Entry{BaseOffset: base, Count: cnt})
+		if len(buf) >= maxBytes {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	prev := 0
+	for i := range metas {
+		metas[i].Value = buf[prev:ends[i]:ends[i]]
+		prev = ends[i]
+	}
+	return metas, nil
+}
+
+// entryCount is the number of offsets an encoded entry covers.
+func entryCount(v []byte) (int64, error) {
+	batch, err := protocols.SplitEntry(v)
+	if err != nil {
+		return 0, err
+	}
+	h, err := protocols.ParseBatchHeader(batch)
+	if err != nil {
+		return 0, err
+	}
+	return h.OffsetCount(), nil
+}
+
+// Watch names a partition and the offset a waiter has read up to.
+type Watch struct {
+	PID    PartitionID
+	Offset int64
+}
+
+// Wait blocks until any watched partition's high watermark passes its
+// offset, a watched partition is deleted, or ctx ends (returning ctx.Err()).
+func (s *Store) Wait(ctx context.Context, watches []Watch) error {
+	w := &waiter{ch: make(chan struct{}, 1)}
+	var parts []*partition
+	defer func() {
+		for _, p := range parts {
+			p.wmu.Lock()
+			delete(p.waiters, w)
+			p.wmu.Unlock()
+		}
+	}()
+	for _, wt := range watches {
+		p, err := s.partition(wt.PID)
+		if err != nil {
+			return err
+		}
+		p.wmu.Lock()
+		closed := p.closed
+		if !closed {
+			p.waiters[w] = struct{}{}
+		}
+		p.wmu.Unlock()
+		if closed {
+			return fmt.Errorf("%w: id %d", ErrPartitionNotFound, wt.PID)
+		}
+		parts = append(parts, p)
+		// Checked after registering, so an advance between the check and
+		// the registration cannot be missed.
+		if p.hw.Load() > wt.Offset {
+			return nil
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.ch:
+		return s.check()
+	}
+}

@@ -1,0 +1,61 @@
+package localstore
+
+// Metrics is a snapshot of storage figures for /metrics and the admin API.
+type Metrics struct {
+	Topics     int
+	Partitions int
+	// Appended counts entries, their bytes and records since open.
+	AppendedEntries int64
+	AppendedBytes   int64
+	AppendedRecords int64
+	// SyncWaits counts appends that waited for a WAL fsync.
+	SyncWaits int64
+	// LogBytes is the size of every retained entry.
+	LogBytes int64
+	// DiskBytes is pebble's total on-disk size (sstables, WAL, manifests).
+	DiskBytes uint64
+	// MemtableBytes is the memory in memtables.
+	MemtableBytes uint64
+	// WALBytesWritten is what pebble wrote to its WAL since open.
+	WALBytesWritten uint64
+	Flushes         int64
+	Compactions     int64
+	WriteStalls     int64
+	// Failed is set when a write error stopped the store.
+	Failed bool
+}
+
+// Metrics returns current figures.
+func (s *Store) Metrics() Metrics {
+	m := Metrics{
+		AppendedEntries: s.stats.appends.Load(),
+		AppendedBytes:   s.stats.appendBytes.Load(),
+		AppendedRecords: s.stats.records.Load(),
+		SyncWaits:       s.stats.syncWaits.Load(),
+		WriteStalls:     s.writeStalls.Load(),
+		Failed:          s.failed.Load() != nil,
+	}
+	s.mu.RLock()
+	m.Topics = len(s.mu.topics)
+	m.Partitions = len(s.mu.partitions)
+	parts := make([]*partition, 0, len(s.mu.partitions))
+	for _, p := range s.mu.partitions {
+		parts = append(parts, p)
+	}
+	s.mu.RUnlock()
+	for _, p := range parts {
+		p.mu.Lock()
+		m.LogBytes += p.head.Bytes
+		p.mu.Unlock()
+	}
+	if s.closed.Load() {
+		return m
+	}
+	pm := s.db.Metrics()
+	m.DiskBytes = pm.DiskSpaceUsage()
+	m.MemtableBytes = pm.MemTable.Size
+	m.WALBytesWritten = pm.WAL.BytesWritten
+	m.Flushes = pm.Flush.Count
+	m.Compactions = pm.Compact.Count
+	return m
+}

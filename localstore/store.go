@@ -1,0 +1,262 @@
+package localstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Store is one node's storage. It is safe for concurrent use.
+type Store struct {
+	cfg Config
+	db  *pebble.DB
+	log *slog.Logger
+
+	mu struct {
+		sync.RWMutex
+		topics     map[string]*TopicMeta
+		partitions map[PartitionID]*partition
+		nextPID    PartitionID
+	}
+	// adminMu serialises topic creation, deletion and growth.
+	adminMu sync.Mutex
+
+	failed      atomic.Pointer[error]
+	closed      atomic.Bool
+	unsynced    atomic.Bool
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	writeStalls atomic.Int64
+	stats       struct {
+		appends, appendBytes, records, syncWaits atomic.Int64
+	}
+}
+
+// Op is one write in an atomic group: a Set, or a Delete when Delete is set.
+type Op struct {
+	Key    Key
+	Value  []byte
+	Delete bool
+}
+
+// Open opens (creating if needed) the store in cfg.Dir.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fill()
+	s := &Store{cfg: cfg, log: cfg.Logger.With("component", "localstore"), stop: make(chan struct{})}
+	cache := pebble.NewCache(cfg.CacheSize)
+	defer cache.Unref()
+	opts := &pebble.Options{
+		FS:                          cfg.FS,
+		Cache:                       cache,
+		MemTableSize:                cfg.MemTableSize,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{s.log},
+		EventListener: &pebble.EventListener{
+			WriteStallBegin: func(pebble.WriteStallBeginInfo) { s.writeStalls.Add(1) },
+		},
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("localstore: open %s: %w", cfg.Dir, err)
+	}
+	s.db = db
+	if err := s.load(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.syncLoop()
+	return s, nil
+}
+
+// Close stops background work and closes pebble cleanly. Appends and reads
+// after Close return ErrClosed.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(s.stop)
+	s.wg.Wait()
+	s.mu.RLock()
+	for _, p := range s.mu.partitions {
+		p.close()
+	}
+	s.mu.RUnlock()
+	var errs []error
+	if s.unsynced.Load() && s.failed.Load() == nil {
+		errs = append(errs, s.db.LogData(nil, pebble.Sync))
+	}
+	errs = append(errs, s.db.Close())
+	return errors.Join(errs...)
+}
+
+// check returns why the store cannot serve a request, if it cannot.
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if e := s.failed.Load(); e != nil {
+		return fmt.Errorf("%w: %v", ErrFailed, *e)
+	}
+	return nil
+}
+
+// fail records a write error that leaves memory and disk possibly apart.
+// Every later write is refused until the node restarts and reloads.
+func (s *Store) fail(err error) {
+	if s.failed.CompareAndSwap(nil, &err) {
+		s.log.Error("storage write failed; refusing further writes", "err", err)
+	}
+}
+
+// syncLoop fsyncs the WAL on an interval while async writes are pending.
+func (s *Store) syncLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.AsyncSyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if s.unsynced.Swap(false) {
+				if err := s.db.LogData(nil, pebble.Sync); err != nil {
+					s.fail(err)
+				}
+			}
+		}
+	}
+}
+
+// Sync fsyncs the WAL now.
+func (s *Store) Sync() error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	s.unsynced.Store(false)
+	return s.db.LogData(nil, pebble.Sync)
+}
+
+// Get reads one record.
+func (s *Store) Get(k Key) ([]byte, bool, error) {
+	if err := s.check(); err != nil {
+		return nil, false, err
+	}
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	return bytes.Clone(v), true, nil
+}
+
+// Scan calls fn for every record whose key starts with prefix, in key order.
+// The slices are valid only during the call.
+func (s *Store) Scan(ctx context.Context, prefix Key, fn func(k Key, v []byte) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: PrefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(it.Key(), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// Write applies ops atomically. With sync it returns after the WAL fsync.
+func (s *Store) Write(ops []Op, sync bool) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, op := range ops {
+		if err := applyOp(b, op); err != nil {
+			return err
+		}
+	}
+	return s.commit(b, sync)
+}
+
+func applyOp(b *pebble.Batch, op Op) error {
+	if len(op.Key) == 0 {
+		return fmt.Errorf("localstore: empty key in write")
+	}
+	if op.Delete {
+		return b.Delete(op.Key, nil)
+	}
+	return b.Set(op.Key, op.Value, nil)
+}
+
+// commit applies b, syncing or marking the WAL as needing an interval sync.
+func (s *Store) commit(b *pebble.Batch, sync bool) error {
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	} else {
+		s.unsynced.Store(true)
+	}
+	if err := s.db.Apply(b, opts); err != nil {
+		s.fail(err)
+		return err
+	}
+	return nil
+}
+
+// PutMeta stores a metadata record durably.
+func (s *Store) PutMeta(name string, value []byte) error {
+	return s.Write([]Op{{Key: MetaKey(name), Value: value}}, true)
+}
+
+// GetMeta reads a metadata record.
+func (s *Store) GetMeta(name string) ([]byte, bool, error) { return s.Get(MetaKey(name)) }
+
+// DeleteMeta removes a metadata record.
+func (s *Store) DeleteMeta(name string) error {
+	return s.Write([]Op{{Key: MetaKey(name), Delete: true}}, true)
+}
+
+// ScanMeta visits metadata records whose names start with prefix.
+func (s *Store) ScanMeta(ctx context.Context, prefix string, fn func(name string, v []byte) error) error {
+	return s.Scan(ctx, MetaKey(prefix), func(k Key, v []byte) error { return fn(string(k[1:]), v) })
+}
+
+// pebbleLogger routes pebble's log lines to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}

@@ -1,0 +1,311 @@
+package protocols
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// BatchHeaderSize is the fixed part of a RecordBatch v2 before its records.
+const BatchHeaderSize = 61
+
+// Offsets of the RecordBatch v2 header fields. The CRC-32C covers everything
+// from the attributes to the end, so the base offset and the partition
+// leader epoch can be rewritten without recomputing it.
+const (
+	batchLengthAt      = 8
+	batchEpochAt       = 12
+	batchMagicAt       = 16
+	batchCRCAt         = 17
+	batchAttributesAt  = 21
+	batchLastDeltaAt   = 23
+	batchBaseTimeAt    = 27
+	batchMaxTimeAt     = 35
+	batchProducerIDAt  = 43
+	batchProducerEpAt  = 51
+	batchBaseSeqAt     = 53
+	batchRecordCountAt = 57
+)
+
+// Attribute bits of a RecordBatch.
+const (
+	AttrCodecMask     = 0x07
+	AttrLogAppendTime = 0x08
+	AttrTransactional = 0x10
+	AttrControl       = 0x20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// BatchHeader is the decoded fixed header of a RecordBatch v2.
+type BatchHeader struct {
+	BaseOffset      int64
+	Length          int32
+	LeaderEpoch     int32
+	Magic           int8
+	CRC             uint32
+	Attributes      int16
+	LastOffsetDelta int32
+	BaseTimestamp   int64
+	MaxTimestamp    int64
+	ProducerID      int64
+	ProducerEpoch   int16
+	BaseSequence    int32
+	NumRecords      int32
+}
+
+// Codec is the batch's compression codec.
+func (h BatchHeader) Codec() Codec { return Codec(h.Attributes & AttrCodecMask) }
+
+// Transactional reports the transactional attribute bit.
+func (h BatchHeader) Transactional() bool { return h.Attributes&AttrTransactional != 0 }
+
+// Control reports a control batch (transaction markers).
+func (h BatchHeader) Control() bool { return h.Attributes&AttrControl != 0 }
+
+// OffsetCount is how many offsets the batch covers: lastOffsetDelta+1.
+func (h BatchHeader) OffsetCount() int64 { return int64(h.LastOffsetDelta) + 1 }
+
+// LastSequence is the sequence number of the batch's last record, with
+// int32 wrap-around as Kafka defines it.
+func (h BatchHeader) LastSequence() int32 {
+	if h.BaseSequence < 0 {
+		return h.BaseSequence
+	}
+	return int32((int64(h.BaseSequence) + int64(h.LastOffsetDelta)) % (1 << 31))
+}
+
+// ParseBatchHeader reads the fixed header without checking the CRC.
+func ParseBatchHeader(b []byte) (BatchHeader, error) {
+	var h BatchHeader
+	if len(b) < BatchHeaderSize {
+		return h, fmt.Errorf("%w: %d bytes is shorter than the %d-byte header", ErrCorruptBatch, len(b), BatchHeaderSize)
+	}
+	be := binary.BigEndian
+	h.BaseOffset = int64(be.Uint64(b))
+	h.Length = int32(be.Uint32(b[batchLengthAt:]))
+	h.LeaderEpoch = int32(be.Uint32(b[batchEpochAt:]))
+	h.Magic = int8(b[batchMagicAt])
+	h.CRC = be.Uint32(b[batchCRCAt:])
+	h.Attributes = int16(be.Uint16(b[batchAttributesAt:]))
+	h.LastOffsetDelta = int32(be.Uint32(b[batchLastDeltaAt:]))
+	h.BaseTimestamp = int64(be.Uint64(b[batchBaseTimeAt:]))
+	h.MaxTimestamp = int64(be.Uint64(b[batchMaxTimeAt:]))
+	h.ProducerID = int64(be.Uint64(b[batchProducerIDAt:]))
+	h.ProducerEpoch = int16(be.Uint16(b[batchProducerEpAt:]))
+	h.BaseSequence = int32(be.Uint32(b[batchBaseSeqAt:]))
+	h.NumRecords = int32(be.Uint32(b[batchRecordCountAt:]))
+	return h, nil
+}
+
+// ValidateBatch checks that b is exactly one well-formed RecordBatch v2:
+// the length field matches, the magic is 2, the CRC-32C over attributes..end
+// matches, the codec is known and the record count agrees with
+// lastOffsetDelta. Records themselves are not decompressed here.
+func ValidateBatch(b []byte) (BatchHeader, error) {
+	h, err := ParseBatchHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if int(h.Length) != len(b)-12 {
+		return h, fmt.Errorf("%w: batchLength %d but %d bytes follow it", ErrCorruptBatch, h.Length, len(b)-12)
+	}
+	if h.Magic != 2 {
+		return h, fmt.Errorf("%w: magic %d; only RecordBatch v2 (magic 2) is accepted", ErrCorruptBatch, h.Magic)
+	}
+	if got := crc32.Checksum(b[batchAttributesAt:], castagnoli); got != h.CRC {
+		return h, fmt.Errorf("%w: CRC-32C %#08x does not match the header's %#08x", ErrCorruptBatch, got, h.CRC)
+	}
+	if c := h.Codec(); c > CodecZstd {
+		return h, fmt.Errorf("%w: codec %d", ErrUnsupportedCodec, c)
+	}
+	if h.NumRecords <= 0 {
+		return h, fmt.Errorf("%w: %d records; a batch holds at least one", ErrCorruptBatch, h.NumRecords)
+	}
+	if h.LastOffsetDelta < 0 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+		return h, fmt.Errorf("%w: %d records but lastOffsetDelta %d", ErrCorruptBatch, h.NumRecords, h.LastOffsetDelta)
+	}
+	return h, nil
+}
+
+// SetBatchBaseOffset rewrites the base offset in place (not CRC-covered).
+func SetBatchBaseOffset(b []byte, off int64) { binary.BigEndian.PutUint64(b, uint64(off)) }
+
+// SetBatchLeaderEpoch rewrites the partition leader epoch (not CRC-covered).
+func SetBatchLeaderEpoch(b []byte, epoch int32) {
+	binary.BigEndian.PutUint32(b[batchEpochAt:], uint32(epoch))
+}
+
+// Header is one record header: a Kafka header or a Pulsar property.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is one record in the neutral model.
+type Message struct {
+	// Offset is the record's offset in its partition.
+	Offset int64
+	// Timestamp is the event time in Unix milliseconds (the Kafka record
+	// timestamp; a Pulsar message's event time).
+	Timestamp int64
+	// Key is the Kafka key and the Pulsar partition key; nil means none.
+	Key []byte
+	// Value is the payload; nil is a Kafka null value (Pulsar null_value).
+	Value []byte
+	// Headers are Kafka headers and Pulsar properties, in order.
+	Headers []Header
+}
+
+// Records decodes every record of a validated batch, decompressing with d.
+// The messages alias the batch (or d's buffer) and are valid until d is
+// reused. Offsets are absolute: the batch's base offset plus each record's
+// delta.
+func Records(batch []byte, h BatchHeader, d *Decompressor) ([]Message, error) {
+	raw := batch[BatchHeaderSize:]
+	if c := h.Codec(); c != CodecNone {
+		var err error
+		raw, err = d.Decompress(c, raw)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if h.NumRecords < 0 || int(h.NumRecords) > len(raw) {
+		return nil, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorruptBatch, h.NumRecords, len(raw))
+	}
+	msgs := make([]Message, 0, h.NumRecords)
+	var rec kmsg.Record
+	for i := int32(0); i < h.NumRecords; i++ {
+		l, n := binary.Varint(raw)
+		if n <= 0 || l < 0 || int64(len(raw)-n) < l {
+			return nil, fmt.Errorf("%w: record %d length is malformed", ErrCorruptBatch, i)
+		}
+		end := n + int(l)
+		if err := rec.ReadFrom(raw[:end]); err != nil {
+			return nil, fmt.Errorf("%w: record %d: %v", ErrCorruptBatch, i, err)
+		}
+		raw = raw[end:]
+		m := Message{
+			Offset:    h.BaseOffset + int64(rec.OffsetDelta),
+			Timestamp: h.BaseTimestamp + rec.TimestampDelta64,
+			Key:       rec.Key,
+			Value:     rec.Value,
+		}
+		if h.Attributes&AttrLogAppendTime != 0 {
+			m.Timestamp = h.MaxTimestamp
+		}
+		if len(rec.Headers) > 0 {
+			m.Headers = make([]Header, len(rec.Headers))
+			for j, hd := range rec.Headers {
+				m.Headers[j] = Header{Key: hd.Key, Value: hd.Value}
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	if len(raw) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last record", ErrCorruptBatch, len(raw))
+	}
+	return msgs, nil
+}
+
+// BatchSpec describes the header fields of a batch to build.
+type BatchSpec struct {
+	Codec         Codec
+	ProducerID    int64 // -1 when not idempotent
+	ProducerEpoch int16 // -1 when not idempotent
+	BaseSequence  int32 // -1 when not idempotent
+	Transactional bool
+}
+
+// AppendBatch encodes msgs as one RecordBatch v2 with base offset 0 and
+// appends it to dst. Record offsets are their index; timestamps are stored as
+// deltas from the first message's. c compresses when spec.Codec is set.
+func AppendBatch(dst []byte, spec BatchSpec, msgs []Message, c *Compressor) ([]byte, error) {
+	if len(msgs) == 0 {
+		return dst, fmt.Errorf("%w: a batch needs at least one message", ErrCorruptBatch)
+	}
+	base := msgs[0].Timestamp
+	maxTs := base
+	var records []byte
+	var rec kmsg.Record
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Timestamp > maxTs {
+			maxTs = m.Timestamp
+		}
+		rec = kmsg.Record{
+			TimestampDelta64: m.Timestamp - base,
+			OffsetDelta:      int32(i),
+			Key:              m.Key,
+			Value:            m.Value,
+		}
+		if len(m.Headers) > 0 {
+			rec.Headers = make([]kmsg.Header, len(m.Headers))
+			for j, h := range m.Headers {
+				rec.Headers[j] = kmsg.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+		rec.Length = int32(recordBodyLen(&rec))
+		records = rec.AppendTo(records)
+	}
+	attrs := int16(spec.Codec) & AttrCodecMask
+	if spec.Codec != CodecNone {
+		var err error
+		records, err = c.Compress(spec.Codec, records)
+		if err != nil {
+			return dst, err
+		}
+	}
+	if spec.Transactional {
+		attrs |= AttrTransactional
+	}
+	rb := kmsg.RecordBatch{
+		FirstOffset:          0,
+		Length:               int32(BatchHeaderSize - 12 + len(records)),
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		Attributes:           attrs,
+		LastOffsetDelta:      int32(len(msgs) - 1),
+		FirstTimestamp:       base,
+		MaxTimestamp:         maxTs,
+		ProducerID:           spec.ProducerID,
+		ProducerEpoch:        spec.ProducerEpoch,
+		FirstSequence:        spec.BaseSequence,
+		NumRecords:           int32(len(msgs)),
+		Records:              records,
+	}
+	start := len(dst)
+	dst = rb.AppendTo(dst)
+	crc := crc32.Checksum(dst[start+batchAttributesAt:], castagnoli)
+	binary.BigEndian.PutUint32(dst[start+batchCRCAt:], crc)
+	return dst, nil
+}
+
+// recordBodyLen is the encoded size of a record after its length varint.
+func recordBodyLen(r *kmsg.Record) int {
+	n := 1 + varintLen(r.TimestampDelta64) + varintLen(int64(r.OffsetDelta))
+	n += bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	return n
+}
+
+func bytesLen(b []byte) int {
+	if b == nil {
+		return varintLen(-1)
+	}
+	return varintLen(int64(len(b))) + len(b)
+}
+
+func varintLen(v int64) int {
+	u := uint64((v << 1) ^ (v >> 63))
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
