@@ -82,7 +82,7 @@ func crashRound(t *testing.T, seed uint64) {
 				if err != nil {
 					return
 				}
-				_ = s.SaveCursor(pid, "sub", Cursor{MarkDelete: hw / 2, Acked: []Range{{hw / 2 + 1, hw}}})
+				_ = s.SaveCursor(pid, "sub", Cursor{MarkDelete: hw / 2, Acked: []Range{{hw/2 + 1, hw}}})
 			}
 			time.Sleep(time.Millisecond)
 		}

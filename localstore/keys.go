@@ -41,7 +41,9 @@ type PartitionID uint32
 // so that every layout stays in this file.
 type Key []byte
 
-func appendPID(b []byte, pid PartitionID) []byte { return binary.BigEndian.AppendUint32(b, uint32(pid)) }
+func appendPID(b []byte, pid PartitionID) []byte {
+	return binary.BigEndian.AppendUint32(b, uint32(pid))
+}
 
 // MetaKey is a metadata record.
 func MetaKey(name string) Key { return append([]byte{kindMeta}, name...) }

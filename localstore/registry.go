@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-
 )
 
 // TopicMeta is the registry record of a topic. Names are opaque strings to
@@ -305,4 +304,3 @@ func (s *Store) partition(pid PartitionID) (*partition, error) {
 	}
 	return p, nil
 }
-
