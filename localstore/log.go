@@ -180,13 +180,9 @@ func (s *Store) PartitionStats(pid PartitionID) (Stats, error) {
 	return Stats{Start: h.Start, HighWatermark: p.hw.Load(), Bytes: h.Bytes, Entries: h.Entries, LastAppend: h.LastAppend}, nil
 }
 
-// Entry is one stored entry.
-type Entry struct {
-	BaseOffset int64
-	Count      int64
-	// Value is the encoded entry; the caller owns it.
-	Value []byte
-}
+// Entry is one stored entry: offsets [BaseOffset, BaseOffset+Count) and the
+// encoded value, which the caller owns.
+type Entry = protocols.StoredEntry
 
 // Read returns whole entries starting with the one that holds offset from,
 // up to maxBytes of entry data but always at least one entry when from is

@@ -304,3 +304,40 @@ func (s *Store) partition(pid PartitionID) (*partition, error) {
 	}
 	return p, nil
 }
+
+// LookupPartition returns the id of a topic's partition without copying the
+// topic record: the produce and fetch hot path. index is -1 (or 0) for a
+// non-partitioned topic.
+func (s *Store) LookupPartition(topic string, index int) (PartitionID, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.mu.topics[topic]
+	if !ok {
+		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+	}
+	switch {
+	case t.Partitions > 0 && index < 0:
+		return 0, fmt.Errorf("%w: %s is partitioned; name one of its %d partitions", ErrPartitionNotFound, topic, t.Partitions)
+	case index < 0:
+		index = 0
+	case index >= len(t.PIDs):
+		return 0, fmt.Errorf("%w: %s has no partition %d", ErrPartitionNotFound, topic, index)
+	}
+	return t.PIDs[index], nil
+}
+
+// PartitionOwner returns the topic and index a partition id belongs to.
+func (s *Store) PartitionOwner(pid PartitionID) (topic string, index int, err error) {
+	v, ok, err := s.Get(partitionKey(pid))
+	if err != nil {
+		return "", 0, err
+	}
+	if !ok {
+		return "", 0, fmt.Errorf("%w: id %d", ErrPartitionNotFound, pid)
+	}
+	var rec partitionRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return "", 0, fmt.Errorf("%w: partition record %d: %v", ErrCorrupt, pid, err)
+	}
+	return rec.Topic, rec.Index, nil
+}

@@ -1,0 +1,336 @@
+package configs
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Node is the whole configuration of one node.
+type Node struct {
+	// Node identifies this node in the mesh.
+	Node Identity `yaml:"node"`
+	// DataDir holds pebble's files and the mesh snapshot. Default ./data.
+	DataDir string `yaml:"data_dir"`
+	// Listeners are the client-facing addresses.
+	Listeners Listeners `yaml:"listeners"`
+	// Mesh configures membership and replication between regions.
+	Mesh Mesh `yaml:"mesh"`
+	// Storage configures the local log.
+	Storage Storage `yaml:"storage"`
+	// Limits bound what clients may send.
+	Limits Limits `yaml:"limits"`
+	// Retention is the default for topics without their own.
+	Retention Retention `yaml:"retention"`
+	// Kafka configures the Kafka front end.
+	Kafka Kafka `yaml:"kafka"`
+	// Log configures the node's own logging.
+	Log Log `yaml:"log"`
+}
+
+// Identity names a node and places it.
+type Identity struct {
+	// Name is unique in the mesh. Default: the host name.
+	Name string `yaml:"name"`
+	// Region is the region the node serves. Default "local".
+	Region string `yaml:"region"`
+	// Rack places the node for rack-aware isolation. Default empty.
+	Rack string `yaml:"rack"`
+}
+
+// Listeners are client addresses; an empty address turns a listener off.
+type Listeners struct {
+	// Kafka is the Kafka protocol address. Default ":9092".
+	Kafka string `yaml:"kafka"`
+	// Pulsar is the Pulsar binary protocol address. Default ":6650".
+	Pulsar string `yaml:"pulsar"`
+	// HTTP serves admin REST, WebSocket, /metrics and the console.
+	// Default ":8080".
+	HTTP string `yaml:"http"`
+	// AdvertisedHost is the host clients are told to connect to (Kafka
+	// Metadata, Pulsar lookups). Default: the listener's host, or the
+	// host name when the listener binds every interface.
+	AdvertisedHost string `yaml:"advertised_host"`
+}
+
+// Mesh configures gossip and replication links.
+type Mesh struct {
+	// GossipAddr is serf's address (TCP and UDP). Default ":7946".
+	GossipAddr string `yaml:"gossip_addr"`
+	// MeshAddr is the QUIC replication address (UDP). Default ":7947".
+	MeshAddr string `yaml:"mesh_addr"`
+	// Join lists host:port seeds of other nodes' gossip addresses.
+	Join []string `yaml:"join"`
+	// GossipKey is the base64 gossip encryption key (16, 24 or 32 bytes).
+	GossipKey string `yaml:"gossip_key"`
+	// Secret derives dev-mode replication certificates when no TLS files
+	// are given. Every node of a mesh needs the same secret.
+	Secret string `yaml:"secret"`
+	// TLS names certificate files for mutual TLS on replication links.
+	TLS TLSFiles `yaml:"tls"`
+}
+
+// TLSFiles are PEM file paths.
+type TLSFiles struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	CA   string `yaml:"ca"`
+}
+
+// Storage configures the log.
+type Storage struct {
+	// Durability is "sync" (fsync before acknowledging; the default) or
+	// "async" (acknowledge after the write, fsync on an interval).
+	Durability string `yaml:"durability"`
+	// AsyncSyncInterval is the fsync interval under async durability.
+	// Default 100ms.
+	AsyncSyncInterval Duration `yaml:"async_sync_interval"`
+	// MemtableSize is pebble's memtable size. Default 64MiB.
+	MemtableSize Bytes `yaml:"memtable_size"`
+	// CacheSize is pebble's block cache. Default 64MiB.
+	CacheSize Bytes `yaml:"cache_size"`
+}
+
+// Limits bound client input.
+type Limits struct {
+	// MaxMessageBytes bounds one batch (Kafka) or message (Pulsar).
+	// Default 5MiB, Pulsar's default; Kafka topics may lower it with
+	// max.message.bytes.
+	MaxMessageBytes Bytes `yaml:"max_message_bytes"`
+	// MaxConnections bounds open client connections per listener.
+	// Default 10000.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxInflightBytes bounds request bytes a connection may have in
+	// flight before the node stops reading from it. Default 64MiB.
+	MaxInflightBytes Bytes `yaml:"max_inflight_bytes"`
+	// DiskQuota bounds the log's size on disk; 0 means no quota.
+	DiskQuota Bytes `yaml:"disk_quota"`
+}
+
+// Retention is the default retention.
+type Retention struct {
+	// MaxAge removes entries older than this; 0 keeps them. Default 7d.
+	MaxAge Duration `yaml:"max_age"`
+	// MaxBytes bounds each partition; -1 or 0 means no bound. Default -1.
+	MaxBytes Bytes `yaml:"max_bytes"`
+	// CheckInterval is how often retention runs. Default 1m.
+	CheckInterval Duration `yaml:"check_interval"`
+}
+
+// Kafka configures the Kafka front end.
+type Kafka struct {
+	// Namespace holds Kafka topics, as tenant/namespace.
+	// Default "public/default".
+	Namespace string `yaml:"namespace"`
+	// AutoCreateTopics creates unknown topics on produce and on metadata
+	// requests that allow it. Default true.
+	AutoCreateTopics bool `yaml:"auto_create_topics"`
+	// DefaultPartitions is the partition count of auto-created topics.
+	// Default 1.
+	DefaultPartitions int `yaml:"default_partitions"`
+}
+
+// Log configures the node's logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+//go:embed single.yaml
+var singleYAML []byte
+
+// SingleYAML is the embedded default configuration file.
+func SingleYAML() []byte { return bytes.Clone(singleYAML) }
+
+// DefaultConfig is the embedded default: one node of region "local" with
+// data in ./data.
+func DefaultConfig() Node {
+	n, err := Parse(singleYAML)
+	if err != nil {
+		panic("configs: embedded single.yaml is invalid: " + err.Error())
+	}
+	return n
+}
+
+// Parse reads a YAML document over the built-in defaults. Unknown fields
+// are errors, so a misspelt setting is reported rather than ignored.
+func Parse(doc []byte) (Node, error) {
+	n := builtin()
+	dec := yaml.NewDecoder(bytes.NewReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(&n); err != nil && !errors.Is(err, io.EOF) {
+		return Node{}, fmt.Errorf("config: %w", err)
+	}
+	n.fill()
+	return n, nil
+}
+
+// Load reads a config file over the built-in defaults.
+func Load(path string) (Node, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Node{}, fmt.Errorf("config: %w", err)
+	}
+	n, err := Parse(b)
+	if err != nil {
+		return Node{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
+
+// builtin holds the defaults that apply when a file leaves a field out.
+func builtin() Node {
+	return Node{
+		Node:      Identity{Region: "local"},
+		DataDir:   "./data",
+		Listeners: Listeners{Kafka: ":9092", Pulsar: ":6650", HTTP: ":8080"},
+		Mesh:      Mesh{GossipAddr: ":7946", MeshAddr: ":7947"},
+		Storage: Storage{
+			Durability:        "sync",
+			AsyncSyncInterval: Duration(100 * time.Millisecond),
+			MemtableSize:      64 << 20,
+			CacheSize:         64 << 20,
+		},
+		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20},
+		Retention: Retention{MaxAge: Duration(7 * 24 * time.Hour), MaxBytes: -1, CheckInterval: Duration(time.Minute)},
+		Kafka:     Kafka{Namespace: "public/default", AutoCreateTopics: true, DefaultPartitions: 1},
+		Log:       Log{Level: "info", Format: "text"},
+	}
+}
+
+// fill supplies values that depend on the machine.
+func (n *Node) fill() {
+	if n.Node.Name == "" {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			n.Node.Name = h
+		} else {
+			n.Node.Name = "tern-1"
+		}
+	}
+}
+
+// Validate reports every problem at once; each line names the field and
+// says what is accepted.
+func (n Node) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	checkName := func(field, v string, required bool) {
+		if v == "" {
+			if required {
+				bad(field, "is empty; set a name of letters, digits, '-', '_' or '.'")
+			}
+			return
+		}
+		if len(v) > 64 {
+			bad(field, "%q is %d characters; at most 64", v, len(v))
+		}
+		for _, c := range v {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+				bad(field, "%q has %q; use letters, digits, '-', '_' or '.'", v, c)
+				break
+			}
+		}
+	}
+	checkName("node.name", n.Node.Name, true)
+	checkName("node.region", n.Node.Region, true)
+	checkName("node.rack", n.Node.Rack, false)
+	if n.DataDir == "" {
+		bad("data_dir", "is empty; set a directory for the log")
+	}
+	checkAddr := func(field, v string, optional bool) {
+		if v == "" {
+			if !optional {
+				bad(field, "is empty; set host:port such as :9092")
+			}
+			return
+		}
+		host, port, err := net.SplitHostPort(v)
+		if err != nil {
+			bad(field, "%q is not host:port (for example :9092 or 127.0.0.1:9092)", v)
+			return
+		}
+		_ = host
+		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			bad(field, "%q has port %q; want 0-65535", v, port)
+		}
+	}
+	checkAddr("listeners.kafka", n.Listeners.Kafka, true)
+	checkAddr("listeners.pulsar", n.Listeners.Pulsar, true)
+	checkAddr("listeners.http", n.Listeners.HTTP, true)
+	checkAddr("mesh.gossip_addr", n.Mesh.GossipAddr, true)
+	checkAddr("mesh.mesh_addr", n.Mesh.MeshAddr, true)
+	for i, j := range n.Mesh.Join {
+		checkAddr(fmt.Sprintf("mesh.join[%d]", i), j, false)
+	}
+	if (n.Mesh.TLS.Cert == "") != (n.Mesh.TLS.Key == "") || (n.Mesh.TLS.Cert != "" && n.Mesh.TLS.CA == "") {
+		bad("mesh.tls", "set cert, key and ca together (or none, with mesh.secret for dev mode)")
+	}
+	switch n.Storage.Durability {
+	case "sync", "async":
+	default:
+		bad("storage.durability", "%q: want sync or async", n.Storage.Durability)
+	}
+	if n.Storage.AsyncSyncInterval <= 0 {
+		bad("storage.async_sync_interval", "%v: want a positive duration like 100ms", time.Duration(n.Storage.AsyncSyncInterval))
+	}
+	if n.Storage.MemtableSize < 1<<20 {
+		bad("storage.memtable_size", "%v: want at least 1MiB (64MiB recommended)", n.Storage.MemtableSize)
+	}
+	if n.Storage.CacheSize < 0 {
+		bad("storage.cache_size", "%v: want a size of 0 or more", n.Storage.CacheSize)
+	}
+	if n.Limits.MaxMessageBytes < 1024 || n.Limits.MaxMessageBytes > 256<<20 {
+		bad("limits.max_message_bytes", "%v: want 1KiB to 256MiB", n.Limits.MaxMessageBytes)
+	}
+	if n.Limits.MaxConnections <= 0 {
+		bad("limits.max_connections", "%d: want a positive number", n.Limits.MaxConnections)
+	}
+	if n.Limits.MaxInflightBytes < n.Limits.MaxMessageBytes {
+		bad("limits.max_inflight_bytes", "%v is below limits.max_message_bytes %v; raise it", n.Limits.MaxInflightBytes, n.Limits.MaxMessageBytes)
+	}
+	if n.Limits.DiskQuota < 0 {
+		bad("limits.disk_quota", "%v: want 0 (no quota) or a size", n.Limits.DiskQuota)
+	}
+	if n.Retention.MaxAge < 0 {
+		bad("retention.max_age", "%v: want 0 (keep forever) or a positive duration like 7d", time.Duration(n.Retention.MaxAge))
+	}
+	if n.Retention.MaxBytes < -1 {
+		bad("retention.max_bytes", "%v: want -1 (no bound) or a size", n.Retention.MaxBytes)
+	}
+	if n.Retention.CheckInterval <= 0 {
+		bad("retention.check_interval", "%v: want a positive duration like 1m", time.Duration(n.Retention.CheckInterval))
+	}
+	if parts := strings.Split(n.Kafka.Namespace, "/"); len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		bad("kafka.namespace", "%q: want tenant/namespace such as public/default", n.Kafka.Namespace)
+	}
+	if n.Kafka.DefaultPartitions < 1 || n.Kafka.DefaultPartitions > 10000 {
+		bad("kafka.default_partitions", "%d: want 1 to 10000", n.Kafka.DefaultPartitions)
+	}
+	switch n.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: want debug, info, warn or error", n.Log.Level)
+	}
+	switch n.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q: want text or json", n.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// Marshal writes the configuration as YAML.
+func (n Node) Marshal() ([]byte, error) { return yaml.Marshal(n) }

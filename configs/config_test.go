@@ -1,0 +1,95 @@
+package configs
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultIsValidAndMatchesBuiltin(t *testing.T) {
+	d := DefaultConfig()
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Node.Region != "local" || d.DataDir != "./data" || d.Listeners.Kafka != ":9092" ||
+		d.Listeners.Pulsar != ":6650" || d.Listeners.HTTP != ":8080" || d.Storage.Durability != "sync" ||
+		time.Duration(d.Retention.MaxAge) != 7*24*time.Hour || d.Storage.MemtableSize != 64<<20 {
+		t.Fatalf("embedded default: %+v", d)
+	}
+	// The file and the built-in defaults agree field by field.
+	b := builtin()
+	b.fill()
+	got, _ := d.Marshal()
+	want, _ := b.Marshal()
+	if string(got) != string(want) {
+		t.Fatalf("single.yaml and builtin() differ:\n%s\n---\n%s", got, want)
+	}
+}
+
+func TestParseOverridesAndUnits(t *testing.T) {
+	n, err := Parse([]byte(`
+node: {name: n1, region: eu, rack: r1}
+storage: {durability: async, async_sync_interval: 250ms, memtable_size: 128MiB}
+retention: {max_age: 36h, max_bytes: 1GB}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Node.Name != "n1" || n.Storage.Durability != "async" || n.Storage.MemtableSize != 128<<20 ||
+		n.Retention.MaxBytes != 1e9 || time.Duration(n.Storage.AsyncSyncInterval) != 250*time.Millisecond ||
+		n.Listeners.Kafka != ":9092" {
+		t.Fatalf("parsed %+v", n)
+	}
+	if err := n.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseRejectsUnknownFields(t *testing.T) {
+	_, err := Parse([]byte("storage: {durabilty: sync}\n"))
+	if err == nil || !strings.Contains(err.Error(), "durabilty") {
+		t.Fatalf("misspelt field: %v", err)
+	}
+	_, err = Parse([]byte("retention: {max_age: soon}\n"))
+	if err == nil || !strings.Contains(err.Error(), "7d") {
+		t.Fatalf("bad duration: %v", err)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	n := DefaultConfig()
+	n.Node.Region = "bad region"
+	n.Listeners.Kafka = "9092"
+	n.Storage.Durability = "fast"
+	n.Kafka.Namespace = "public"
+	n.Limits.MaxMessageBytes = 10
+	err := n.Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, field := range []string{"node.region", "listeners.kafka", "storage.durability", "kafka.namespace", "limits.max_message_bytes"} {
+		if !strings.Contains(err.Error(), field+":") {
+			t.Errorf("error does not name %s:\n%v", field, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "want sync or async") {
+		t.Errorf("error does not say what is accepted: %v", err)
+	}
+}
+
+func TestBytesAndDurations(t *testing.T) {
+	for in, want := range map[string]int64{"1024": 1024, "64MiB": 64 << 20, "1.5KiB": 1536, "2GB": 2e9, "-1": -1, "10B": 10} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d %v, want %d", in, got, err, want)
+		}
+	}
+	if _, err := ParseBytes("lots"); err == nil {
+		t.Error("ParseBytes accepted lots")
+	}
+	if Bytes(64<<20).String() != "64MiB" || Bytes(1000).String() != "1000" || Bytes(-1).String() != "-1" {
+		t.Errorf("Bytes.String: %s %s %s", Bytes(64<<20), Bytes(1000), Bytes(-1))
+	}
+	if d, err := ParseDuration("7d"); err != nil || d != 7*24*time.Hour {
+		t.Errorf("7d = %v %v", d, err)
+	}
+}
