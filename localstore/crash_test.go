@@ -88,11 +88,20 @@ func crashRound(t *testing.T, seed uint64) {
 		}
 	}()
 
-	// Let work happen, then crash at a random moment.
-	time.Sleep(time.Duration(20+rng.IntN(80)) * time.Millisecond)
-	mu.Lock()
-	before := append([]acked(nil), acks...)
-	mu.Unlock()
+	// Let a random amount of work happen, then crash while it goes on.
+	target := 1 + rng.IntN(1500)
+	deadline := time.Now().Add(30 * time.Second)
+	var before []acked
+	for {
+		mu.Lock()
+		if len(acks) >= target || time.Now().After(deadline) {
+			before = append([]acked(nil), acks...)
+			mu.Unlock()
+			break
+		}
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(101), RNG: rand.New(rand.NewPCG(seed, 7))})
 	cancel()
 	wg.Wait()

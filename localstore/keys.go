@@ -85,6 +85,27 @@ func GroupOffsetKey(group string, pid PartitionID) Key {
 	return appendPID(k, pid)
 }
 
+// GroupOffsetPrefix is the prefix of every committed offset of a group, or
+// of every group's when group is empty and all is set.
+func GroupOffsetPrefix(group string, all bool) Key {
+	if all {
+		return Key{kindGroup}
+	}
+	return groupPrefix(group)
+}
+
+// DecodeGroupOffsetKey splits a committed offset key.
+func DecodeGroupOffsetKey(k Key) (group string, pid PartitionID, ok bool) {
+	if len(k) < 7 || k[0] != kindGroup {
+		return "", 0, false
+	}
+	l := int(binary.BigEndian.Uint16(k[1:]))
+	if len(k) != 3+l+4 {
+		return "", 0, false
+	}
+	return string(k[3 : 3+l]), PartitionID(binary.BigEndian.Uint32(k[3+l:])), true
+}
+
 // groupPrefix is the first key of a group's offsets.
 func groupPrefix(group string) Key {
 	k := binary.BigEndian.AppendUint16([]byte{kindGroup}, uint16(len(group)))

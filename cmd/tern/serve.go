@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/ternmq/tern/configs"
+	"github.com/ternmq/tern/proxy"
+)
+
+// serveFlags are the flags that override the config file.
+type serveFlags struct {
+	config                          string
+	dataDir, node, region, rack     string
+	kafkaAddr, pulsarAddr, httpAddr string
+	shutdownTimeout                 time.Duration
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a tern node (with no flags: one node of region local, data in ./data)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load(cmd)
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, f.shutdownTimeout)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.config, "config", "", "YAML config file (default: the embedded single-node config)")
+	fl.StringVar(&f.dataDir, "data-dir", "", "data directory (default ./data)")
+	fl.StringVar(&f.node, "node", "", "node name, unique in the mesh (default: host name)")
+	fl.StringVar(&f.region, "region", "", "region this node serves (default local)")
+	fl.StringVar(&f.rack, "rack", "", "rack of this node")
+	fl.StringVar(&f.kafkaAddr, "kafka-addr", "", "Kafka listener host:port (default :9092)")
+	fl.StringVar(&f.pulsarAddr, "pulsar-addr", "", "Pulsar listener host:port (default :6650)")
+	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listener for admin, metrics and console (default :8080)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
+	return c
+}
+
+// load reads the config (file or embedded default), applies flags and
+// validates. Any problem is a usage error (exit status 2).
+func (f *serveFlags) load(cmd *cobra.Command) (configs.Node, error) {
+	cfg := configs.DefaultConfig()
+	if f.config != "" {
+		var err error
+		if cfg, err = configs.Load(f.config); err != nil {
+			return cfg, usageError{err}
+		}
+	}
+	set := func(flag string, dst *string, v string) {
+		if cmd.Flags().Changed(flag) {
+			*dst = v
+		}
+	}
+	set("data-dir", &cfg.DataDir, f.dataDir)
+	set("node", &cfg.Node.Name, f.node)
+	set("region", &cfg.Node.Region, f.region)
+	set("rack", &cfg.Node.Rack, f.rack)
+	set("kafka-addr", &cfg.Listeners.Kafka, f.kafkaAddr)
+	set("pulsar-addr", &cfg.Listeners.Pulsar, f.pulsarAddr)
+	set("http-addr", &cfg.Listeners.HTTP, f.httpAddr)
+	if err := cfg.Validate(); err != nil {
+		return cfg, usagef("invalid configuration:\n%w", err)
+	}
+	if f.shutdownTimeout <= 0 {
+		return cfg, usagef("--shutdown-timeout %v: want a positive duration such as 30s", f.shutdownTimeout)
+	}
+	return cfg, nil
+}
+
+func newLogger(cfg configs.Log) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// serve runs a node until SIGINT or SIGTERM, then shuts it down gracefully.
+// A second signal during shutdown exits at once.
+func serve(ctx context.Context, cfg configs.Node, shutdownTimeout time.Duration) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	log := newLogger(cfg.Log)
+	slog.SetDefault(log)
+	node, err := proxy.New(cfg, proxy.Options{Logger: log, Version: version})
+	if err != nil {
+		return err
+	}
+	if err := node.Start(); err != nil {
+		_ = node.Close(context.Background())
+		return err
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case s := <-sigs:
+		log.Info("shutting down", "signal", s.String())
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", ctx.Err())
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case s := <-sigs:
+			log.Error("second signal: exiting without a clean shutdown", "signal", s.String())
+			os.Exit(1)
+		case <-sctx.Done():
+		}
+	}()
+	if err := node.Close(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ternmq/tern/configs"
+	"github.com/ternmq/tern/proxy"
+)
+
+// Cluster is a set of in-process nodes.
+type Cluster struct {
+	t     testing.TB
+	mu    sync.Mutex
+	nodes []*Node
+}
+
+// Node is one in-process node of a Cluster.
+type Node struct {
+	c *Cluster
+	// Name and Region identify the node.
+	Name, Region string
+	// Config is the node's configuration, with concrete loopback ports.
+	Config configs.Node
+
+	mu   sync.Mutex
+	node *proxy.Node
+}
+
+// Spec describes a node to start.
+type Spec struct {
+	Name   string
+	Region string
+	Rack   string
+	// Tweak adjusts the configuration before the node starts.
+	Tweak func(*configs.Node)
+}
+
+// Start starts one node per spec (one node of region "local" when none is
+// given) and stops them all when the test ends.
+func Start(t testing.TB, specs ...Spec) *Cluster {
+	t.Helper()
+	if len(specs) == 0 {
+		specs = []Spec{{}}
+	}
+	c := &Cluster{t: t}
+	t.Cleanup(c.Close)
+	for i, s := range specs {
+		if s.Name == "" {
+			s.Name = fmt.Sprintf("node-%d", i+1)
+		}
+		if s.Region == "" {
+			s.Region = "local"
+		}
+		c.Add(s)
+	}
+	return c
+}
+
+// Add starts one more node.
+func (c *Cluster) Add(s Spec) *Node {
+	c.t.Helper()
+	cfg := configs.DefaultConfig()
+	cfg.Node = configs.Identity{Name: s.Name, Region: s.Region, Rack: s.Rack}
+	cfg.DataDir = filepath.Join(c.t.TempDir(), s.Name)
+	cfg.Listeners.Kafka = freeTCP(c.t)
+	cfg.Listeners.Pulsar = freeTCP(c.t)
+	cfg.Listeners.HTTP = freeTCP(c.t)
+	cfg.Listeners.AdvertisedHost = "127.0.0.1"
+	cfg.Mesh.GossipAddr = freeTCP(c.t)
+	cfg.Mesh.MeshAddr = freeUDP(c.t)
+	cfg.Log.Level = "warn"
+	if s.Tweak != nil {
+		s.Tweak(&cfg)
+	}
+	n := &Node{c: c, Name: s.Name, Region: s.Region, Config: cfg}
+	n.start()
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+	return n
+}
+
+// Nodes lists the cluster's nodes.
+func (c *Cluster) Nodes() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Node(nil), c.nodes...)
+}
+
+// Node returns the i-th node.
+func (c *Cluster) Node(i int) *Node { return c.Nodes()[i] }
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes() {
+		n.Stop()
+	}
+}
+
+func logger() *slog.Logger {
+	if os.Getenv("TERN_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func (n *Node) start() {
+	n.c.t.Helper()
+	node, err := proxy.New(n.Config, proxy.Options{Logger: logger(), Version: "test"})
+	if err != nil {
+		n.c.t.Fatalf("node %s: %v", n.Name, err)
+	}
+	if err := node.Start(); err != nil {
+		_ = node.Close(context.Background())
+		n.c.t.Fatalf("node %s: %v", n.Name, err)
+	}
+	n.mu.Lock()
+	n.node = node
+	n.mu.Unlock()
+}
+
+// Proxy is the running node (nil while stopped).
+func (n *Node) Proxy() *proxy.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.node
+}
+
+// Stop shuts the node down gracefully; it keeps its data and ports.
+func (n *Node) Stop() {
+	n.mu.Lock()
+	node := n.node
+	n.node = nil
+	n.mu.Unlock()
+	if node == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := node.Close(ctx); err != nil {
+		n.c.t.Errorf("stopping node %s: %v", n.Name, err)
+	}
+}
+
+// Restart stops the node and starts it again with the same name, data
+// directory and addresses.
+func (n *Node) Restart() {
+	n.c.t.Helper()
+	n.Stop()
+	n.start()
+}
+
+// KafkaAddr is the Kafka listener address.
+func (n *Node) KafkaAddr() string { return n.Config.Listeners.Kafka }
+
+// PulsarAddr is the Pulsar listener address.
+func (n *Node) PulsarAddr() string { return n.Config.Listeners.Pulsar }
+
+// PulsarURL is the pulsar:// service URL.
+func (n *Node) PulsarURL() string { return "pulsar://" + n.Config.Listeners.Pulsar }
+
+// HTTPURL is the base URL of the HTTP listener.
+func (n *Node) HTTPURL() string { return "http://" + n.Config.Listeners.HTTP }
+
+// WaitFor polls cond until it holds or the timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// freeTCP reserves a loopback TCP port by binding and releasing it.
+func freeTCP(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// freeUDP reserves a loopback UDP port by binding and releasing it.
+func freeUDP(t testing.TB) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	return pc.LocalAddr().String()
+}

@@ -1,0 +1,182 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ternmq/tern/localstore"
+	"github.com/ternmq/tern/protocols"
+)
+
+// pid resolves a partition to its log id.
+func (n *Node) pid(p protocols.Partition) (localstore.PartitionID, error) {
+	pid, err := n.store.LookupPartition(p.Topic.String(), p.Index)
+	return pid, mapStoreErr(err)
+}
+
+// entryBufs recycles entry encoding buffers: the store does not keep an
+// entry after Append returns.
+var entryBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// Produce implements protocols.Log.
+func (n *Node) Produce(ctx context.Context, p protocols.Partition, req protocols.ProduceRequest) (protocols.ProduceResult, error) {
+	pid, err := n.pid(p)
+	if err != nil {
+		return protocols.ProduceResult{}, err
+	}
+	lim, err := n.limits(ctx, p.Topic)
+	if err != nil {
+		return protocols.ProduceResult{}, err
+	}
+	if len(req.Batch) > lim.maxMessageBytes {
+		return protocols.ProduceResult{}, fmt.Errorf("%w: the batch is %d bytes; %s allows %d (max.message.bytes)",
+			protocols.ErrMessageTooLarge, len(req.Batch), p.Name(), lim.maxMessageBytes)
+	}
+	var h protocols.BatchHeader
+	if req.Header != nil {
+		h = *req.Header
+	} else if h, err = protocols.ValidateBatch(req.Batch); err != nil {
+		return protocols.ProduceResult{}, err
+	}
+	bp := entryBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 8<<20 {
+			entryBufs.Put(bp)
+		}
+	}()
+	entry, err := protocols.AppendEntry((*bp)[:0], &req.Envelope, req.Batch)
+	if err != nil {
+		return protocols.ProduceResult{}, err
+	}
+	*bp = entry
+	r, err := n.store.Append(ctx, pid, localstore.AppendRequest{
+		Entry:      entry,
+		Durability: lim.durability,
+		Guard:      n.guard(pid, p, &h, &req.Envelope, lim),
+	})
+	if err != nil {
+		return protocols.ProduceResult{}, mapStoreErr(err)
+	}
+	return protocols.ProduceResult{
+		BaseOffset:     r.BaseOffset,
+		LastOffset:     r.BaseOffset + r.Count - 1,
+		AppendTime:     r.AppendTime,
+		LogStartOffset: r.LogStart,
+		Duplicate:      r.Skipped,
+	}, nil
+}
+
+// guard returns the deduplication check for an append, or nil. The three
+// layers of DESIGN §5 plug in here: Kafka idempotence when the batch
+// carries a producer id, Pulsar producer dedup when the envelope names a
+// producer and the namespace enables it, replication dedup when the
+// envelope has an origin region.
+func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) func(int64) ([]localstore.Op, *localstore.AppendResult, error) {
+	return nil
+}
+
+// Fetch implements protocols.Log.
+func (n *Node) Fetch(ctx context.Context, p protocols.Partition, offset int64, maxBytes int) (protocols.FetchResult, error) {
+	pid, err := n.pid(p)
+	if err != nil {
+		return protocols.FetchResult{}, err
+	}
+	es, err := n.store.Read(pid, offset, maxBytes)
+	if err != nil {
+		return protocols.FetchResult{}, mapStoreErr(err)
+	}
+	start, hw, err := n.store.Offsets(pid)
+	if err != nil {
+		return protocols.FetchResult{}, mapStoreErr(err)
+	}
+	return protocols.FetchResult{
+		Entries:          es,
+		PartitionOffsets: protocols.PartitionOffsets{Start: start, HighWatermark: hw, LastStable: hw},
+	}, nil
+}
+
+// Offsets implements protocols.Log.
+func (n *Node) Offsets(ctx context.Context, p protocols.Partition) (protocols.PartitionOffsets, error) {
+	pid, err := n.pid(p)
+	if err != nil {
+		return protocols.PartitionOffsets{}, err
+	}
+	start, hw, err := n.store.Offsets(pid)
+	if err != nil {
+		return protocols.PartitionOffsets{}, mapStoreErr(err)
+	}
+	return protocols.PartitionOffsets{Start: start, HighWatermark: hw, LastStable: hw}, nil
+}
+
+// Wait implements protocols.Log.
+func (n *Node) Wait(ctx context.Context, watches []protocols.Watch) error {
+	ws := make([]localstore.Watch, 0, len(watches))
+	for _, w := range watches {
+		pid, err := n.pid(w.Partition)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, localstore.Watch{PID: pid, Offset: w.Offset})
+	}
+	return mapStoreErr(n.store.Wait(ctx, ws))
+}
+
+// OffsetForTime implements protocols.Log. The store finds the first entry
+// whose time reaches ts; for event time the answer is refined to the first
+// record inside that entry whose timestamp reaches ts.
+func (n *Node) OffsetForTime(ctx context.Context, p protocols.Partition, ts int64, kind protocols.TimeKind) (int64, error) {
+	pid, err := n.pid(p)
+	if err != nil {
+		return 0, err
+	}
+	k := localstore.EventTime
+	if kind == protocols.PublishTime {
+		k = localstore.AppendTime
+	}
+	off, found, err := n.store.LookupTime(pid, ts, k)
+	if err != nil || !found || kind == protocols.PublishTime {
+		return off, mapStoreErr(err)
+	}
+	es, err := n.store.Read(pid, off, 1)
+	if err != nil || len(es) == 0 {
+		return off, mapStoreErr(err)
+	}
+	e, err := protocols.DecodeEntry(es[0].Value)
+	if err != nil {
+		return off, err
+	}
+	msgs, err := protocols.Records(e.Batch, e.Header, &protocols.Decompressor{})
+	if err != nil {
+		return off, err
+	}
+	for _, m := range msgs {
+		if m.Timestamp >= ts && m.Offset >= off {
+			return m.Offset, nil
+		}
+	}
+	return off, nil
+}
+
+// DeleteRecordsBefore implements protocols.Log.
+func (n *Node) DeleteRecordsBefore(ctx context.Context, p protocols.Partition, offset int64) (int64, error) {
+	pid, err := n.pid(p)
+	if err != nil {
+		return 0, err
+	}
+	start, hw, err := n.store.Offsets(pid)
+	if err != nil {
+		return 0, mapStoreErr(err)
+	}
+	if offset < 0 { // Kafka: -1 means the high watermark
+		offset = hw
+	}
+	if offset > hw {
+		return 0, &protocols.OffsetOutOfRangeError{Requested: offset, Start: start, End: hw}
+	}
+	got, err := n.store.TruncateBefore(pid, offset)
+	return got, mapStoreErr(err)
+}
+
+var errNoGroup = errors.New("proxy: empty group id")

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// newRegistry builds the node's own Prometheus registry (not the global
+// one, so several nodes can run in one process).
+func (n *Node) newRegistry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&storeCollector{n: n},
+	)
+	return r
+}
+
+// storeCollector adapts localstore.Metrics to Prometheus at scrape time.
+type storeCollector struct{ n *Node }
+
+var (
+	labels   = []string{"node", "region"}
+	descs    = map[string]*prometheus.Desc{}
+	descList = []struct {
+		name, help string
+		counter    bool
+	}{
+		{"tern_storage_topics", "Topics in the registry.", false},
+		{"tern_storage_partitions", "Partition logs in the registry.", false},
+		{"tern_storage_appended_entries_total", "Entries appended since start.", true},
+		{"tern_storage_appended_bytes_total", "Entry bytes appended since start.", true},
+		{"tern_storage_appended_records_total", "Records appended since start.", true},
+		{"tern_storage_fsync_waits_total", "Appends that waited for a WAL fsync.", true},
+		{"tern_storage_log_bytes", "Bytes of retained entries in every log.", false},
+		{"tern_storage_disk_bytes", "Bytes pebble uses on disk.", false},
+		{"tern_storage_memtable_bytes", "Bytes in pebble memtables.", false},
+		{"tern_storage_wal_written_bytes_total", "Bytes pebble wrote to its WAL.", true},
+		{"tern_storage_flushes_total", "Pebble memtable flushes.", true},
+		{"tern_storage_compactions_total", "Pebble compactions.", true},
+		{"tern_storage_write_stalls_total", "Pebble write stalls.", true},
+		{"tern_storage_failed", "1 when a write error stopped storage.", false},
+		{"tern_ready", "1 when the node is ready.", false},
+	}
+)
+
+func init() {
+	for _, d := range descList {
+		descs[d.name] = prometheus.NewDesc(d.name, d.help, labels, nil)
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range descs {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.n.store.Metrics()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	vals := map[string]float64{
+		"tern_storage_topics":                  float64(m.Topics),
+		"tern_storage_partitions":              float64(m.Partitions),
+		"tern_storage_appended_entries_total":  float64(m.AppendedEntries),
+		"tern_storage_appended_bytes_total":    float64(m.AppendedBytes),
+		"tern_storage_appended_records_total":  float64(m.AppendedRecords),
+		"tern_storage_fsync_waits_total":       float64(m.SyncWaits),
+		"tern_storage_log_bytes":               float64(m.LogBytes),
+		"tern_storage_disk_bytes":              float64(m.DiskBytes),
+		"tern_storage_memtable_bytes":          float64(m.MemtableBytes),
+		"tern_storage_wal_written_bytes_total": float64(m.WALBytesWritten),
+		"tern_storage_flushes_total":           float64(m.Flushes),
+		"tern_storage_compactions_total":       float64(m.Compactions),
+		"tern_storage_write_stalls_total":      float64(m.WriteStalls),
+		"tern_storage_failed":                  b(m.Failed),
+		"tern_ready":                           b(c.n.Ready()),
+	}
+	for _, d := range descList {
+		typ := prometheus.GaugeValue
+		if d.counter {
+			typ = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(descs[d.name], typ, vals[d.name], c.n.cfg.Node.Name, c.n.cfg.Node.Region)
+	}
+}
