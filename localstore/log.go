@@ -42,32 +42,60 @@ type AppendResult struct {
 }
 
 // Append adds an entry to the end of a partition's log and returns once it
-// is durable under the chosen durability.
+// is durable under the chosen durability. It is StartAppend then Wait.
+func (s *Store) Append(ctx context.Context, pid PartitionID, req AppendRequest) (AppendResult, error) {
+	pa, err := s.StartAppend(ctx, pid, req)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return pa.Wait()
+}
+
+// PendingAppend is an append whose offsets are assigned and whose write is
+// submitted, but whose durability has not been awaited yet.
+type PendingAppend struct {
+	s      *Store
+	p      *partition
+	b      *pebble.Batch
+	res    AppendResult
+	end    int64
+	bytes  int64
+	recs   int64
+	synced bool
+	done   bool
+}
+
+// StartAppend assigns the entry its offsets and submits the write, in
+// offset order, and returns without waiting for the fsync. Callers that
+// pipeline requests (a Kafka connection with several produce requests in
+// flight) start appends in request order and wait for each afterwards, so
+// the order of entries follows the order of requests while their fsyncs are
+// shared. Every PendingAppend must be waited for.
 //
 // Ordering: offsets are assigned and the pebble batch is submitted under the
 // partition lock, so the WAL holds entries in offset order; the fsync wait
 // happens after the lock is released, so appenders queued behind each other
 // are made durable by one shared fsync (pebble's group commit). The high
 // watermark moves only after the wait.
-func (s *Store) Append(ctx context.Context, pid PartitionID, req AppendRequest) (AppendResult, error) {
+func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequest) (*PendingAppend, error) {
 	p, err := s.partition(pid)
 	if err != nil {
-		return AppendResult{}, err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return AppendResult{}, err
+		return nil, err
 	}
 	at, err := protocols.EntryBatchOffset(req.Entry)
 	if err != nil {
-		return AppendResult{}, err
+		return nil, err
 	}
 	h, err := protocols.ParseBatchHeader(req.Entry[at:])
 	if err != nil {
-		return AppendResult{}, err
+		return nil, err
 	}
 	count := h.OffsetCount()
 	if count <= 0 || h.NumRecords <= 0 {
-		return AppendResult{}, fmt.Errorf("%w: batch covers %d offsets with %d records", protocols.ErrCorruptBatch, count, h.NumRecords)
+		return nil, fmt.Errorf("%w: batch covers %d offsets with %d records", protocols.ErrCorruptBatch, count, h.NumRecords)
 	}
 	dur := req.Durability
 	if dur == "" {
@@ -78,7 +106,7 @@ func (s *Store) Append(ctx context.Context, pid PartitionID, req AppendRequest) 
 	p.mu.Lock()
 	if err := s.check(); err != nil {
 		p.mu.Unlock()
-		return AppendResult{}, err
+		return nil, err
 	}
 	base := p.head.Next
 	var ops []Op
@@ -92,15 +120,15 @@ func (s *Store) Append(ctx context.Context, pid PartitionID, req AppendRequest) 
 				r := *skip
 				r.Skipped = true
 				r.LogStart = start
-				return r, nil
+				return &PendingAppend{s: s, p: p, res: r, end: -1, synced: true}, nil
 			}
-			return AppendResult{}, err
+			return nil, err
 		}
 	}
 	now := max(s.cfg.Now().UnixMilli(), p.head.LastAppend)
 	if err := protocols.StampEntry(req.Entry, base, now); err != nil {
 		p.mu.Unlock()
-		return AppendResult{}, err
+		return nil, err
 	}
 	nh := p.head
 	nh.Next = base + count
@@ -118,7 +146,7 @@ func (s *Store) Append(ctx context.Context, pid PartitionID, req AppendRequest) 
 		if err := applyOp(b, op); err != nil {
 			p.mu.Unlock()
 			_ = b.Close()
-			return AppendResult{}, err
+			return nil, err
 		}
 	}
 	if sync {
@@ -131,25 +159,49 @@ func (s *Store) Append(ctx context.Context, pid PartitionID, req AppendRequest) 
 		s.fail(err)
 		p.mu.Unlock()
 		_ = b.Close()
-		return AppendResult{}, err
+		return nil, err
 	}
 	p.head = nh
 	p.mu.Unlock()
+	return &PendingAppend{
+		s: s, p: p, b: b, end: nh.Next, synced: !sync,
+		bytes: int64(len(req.Entry)), recs: int64(h.NumRecords),
+		res: AppendResult{BaseOffset: base, Count: count, AppendTime: now},
+	}, nil
+}
 
-	if sync {
-		s.stats.syncWaits.Add(1)
-		err = b.SyncWait()
+// Offsets are the entry's assigned offsets, known before it is durable.
+func (pa *PendingAppend) Offsets() (base, count int64) { return pa.res.BaseOffset, pa.res.Count }
+
+// Wait waits until the entry is durable (under sync durability), moves the
+// high watermark and returns the result. Calling it again returns the same.
+func (pa *PendingAppend) Wait() (AppendResult, error) {
+	if pa.done {
+		return pa.res, nil
 	}
-	_ = b.Close()
+	pa.done = true
+	if pa.end < 0 { // answered by the guard
+		return pa.res, nil
+	}
+	var err error
+	if !pa.synced {
+		pa.s.stats.syncWaits.Add(1)
+		err = pa.b.SyncWait()
+	}
+	if pa.b != nil {
+		_ = pa.b.Close()
+		pa.b = nil
+	}
 	if err != nil {
-		s.fail(err)
+		pa.s.fail(err)
 		return AppendResult{}, err
 	}
-	s.stats.appends.Add(1)
-	s.stats.appendBytes.Add(int64(len(req.Entry)))
-	s.stats.records.Add(int64(h.NumRecords))
-	p.advance(nh.Next)
-	return AppendResult{BaseOffset: base, Count: count, AppendTime: now, LogStart: p.start.Load()}, nil
+	pa.s.stats.appends.Add(1)
+	pa.s.stats.appendBytes.Add(pa.bytes)
+	pa.s.stats.records.Add(pa.recs)
+	pa.p.advance(pa.end)
+	pa.res.LogStart = pa.p.start.Load()
+	return pa.res, nil
 }
 
 // Offsets are a partition's log start offset and high watermark.

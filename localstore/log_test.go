@@ -275,3 +275,34 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestStartAppendPipelinesInOrder(t *testing.T) {
+	s := openTest(t, Config{})
+	tm, _ := s.CreateTopic("pipe", 0, nil)
+	pid := tm.PIDs[0]
+	var pending []*PendingAppend
+	for i := 0; i < 20; i++ {
+		pa, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: makeEntry(t, fmt.Sprintf("p%d", i), 2, 8, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base, _ := pa.Offsets(); base != int64(2*i) {
+			t.Fatalf("append %d assigned %d before waiting, want %d", i, base, 2*i)
+		}
+		pending = append(pending, pa)
+	}
+	// Nothing is visible before it is durable... and everything after.
+	for i, pa := range pending {
+		r, err := pa.Wait()
+		if err != nil || r.BaseOffset != int64(2*i) {
+			t.Fatalf("wait %d: %+v %v", i, r, err)
+		}
+	}
+	checkDense(t, s, pid, 40)
+	es, _ := s.Read(pid, 0, 1<<20)
+	for i, e := range es {
+		if entryTag(t, e.Value) != fmt.Sprintf("p%d", i) {
+			t.Fatalf("entry %d holds %s", i, entryTag(t, e.Value))
+		}
+	}
+}

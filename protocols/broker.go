@@ -136,6 +136,14 @@ type Log interface {
 	// envelope has an origin region. A duplicate returns the original
 	// offsets with Duplicate set and writes nothing.
 	Produce(ctx context.Context, p Partition, req ProduceRequest) (ProduceResult, error)
+	// StartProduce is Produce split in two: it validates, deduplicates,
+	// assigns offsets and submits the write, in call order, and returns
+	// before the fsync. A front end that pipelines requests (several Kafka
+	// produce requests in flight on one connection) starts them in request
+	// order and waits on each in turn, so ordering per partition follows
+	// the requests while their fsyncs are shared. Every PendingProduce must
+	// be waited for, by one goroutine.
+	StartProduce(ctx context.Context, p Partition, req ProduceRequest) (PendingProduce, error)
 	// Fetch reads whole entries starting with the one that holds offset,
 	// up to maxBytes (always at least one entry when any is available).
 	// It does not wait; see Wait.
@@ -182,6 +190,12 @@ type ProduceRequest struct {
 	// Header is Batch's header if the caller already validated it; zero
 	// means the broker validates.
 	Header *BatchHeader
+}
+
+// PendingProduce is a produce whose durability has not been awaited.
+type PendingProduce interface {
+	// Wait blocks until the entry is durable and returns where it landed.
+	Wait() (ProduceResult, error)
 }
 
 // ProduceResult reports where an entry landed.

@@ -22,40 +22,18 @@ var entryBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return
 
 // Produce implements protocols.Log.
 func (n *Node) Produce(ctx context.Context, p protocols.Partition, req protocols.ProduceRequest) (protocols.ProduceResult, error) {
-	pid, err := n.pid(p)
+	pp, err := n.StartProduce(ctx, p, req)
 	if err != nil {
 		return protocols.ProduceResult{}, err
 	}
-	lim, err := n.limits(ctx, p.Topic)
-	if err != nil {
-		return protocols.ProduceResult{}, err
-	}
-	if len(req.Batch) > lim.maxMessageBytes {
-		return protocols.ProduceResult{}, fmt.Errorf("%w: the batch is %d bytes; %s allows %d (max.message.bytes)",
-			protocols.ErrMessageTooLarge, len(req.Batch), p.Name(), lim.maxMessageBytes)
-	}
-	var h protocols.BatchHeader
-	if req.Header != nil {
-		h = *req.Header
-	} else if h, err = protocols.ValidateBatch(req.Batch); err != nil {
-		return protocols.ProduceResult{}, err
-	}
-	bp := entryBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 8<<20 {
-			entryBufs.Put(bp)
-		}
-	}()
-	entry, err := protocols.AppendEntry((*bp)[:0], &req.Envelope, req.Batch)
-	if err != nil {
-		return protocols.ProduceResult{}, err
-	}
-	*bp = entry
-	r, err := n.store.Append(ctx, pid, localstore.AppendRequest{
-		Entry:      entry,
-		Durability: lim.durability,
-		Guard:      n.guard(pid, p, &h, &req.Envelope, lim),
-	})
+	return pp.Wait()
+}
+
+// pendingProduce adapts a localstore pending append.
+type pendingProduce struct{ pa *localstore.PendingAppend }
+
+func (pp pendingProduce) Wait() (protocols.ProduceResult, error) {
+	r, err := pp.pa.Wait()
 	if err != nil {
 		return protocols.ProduceResult{}, mapStoreErr(err)
 	}
@@ -66,6 +44,50 @@ func (n *Node) Produce(ctx context.Context, p protocols.Partition, req protocols
 		LogStartOffset: r.LogStart,
 		Duplicate:      r.Skipped,
 	}, nil
+}
+
+// StartProduce implements protocols.Log.
+func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req protocols.ProduceRequest) (protocols.PendingProduce, error) {
+	pid, err := n.pid(p)
+	if err != nil {
+		return nil, err
+	}
+	lim, err := n.limits(ctx, p.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Batch) > lim.maxMessageBytes {
+		return nil, fmt.Errorf("%w: the batch is %d bytes; %s allows %d (max.message.bytes)",
+			protocols.ErrMessageTooLarge, len(req.Batch), p.Name(), lim.maxMessageBytes)
+	}
+	var h protocols.BatchHeader
+	if req.Header != nil {
+		h = *req.Header
+	} else if h, err = protocols.ValidateBatch(req.Batch); err != nil {
+		return nil, err
+	}
+	// The store copies the entry into its write batch, so the encoding
+	// buffer goes back to the pool as soon as the write is submitted.
+	bp := entryBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 8<<20 {
+			entryBufs.Put(bp)
+		}
+	}()
+	entry, err := protocols.AppendEntry((*bp)[:0], &req.Envelope, req.Batch)
+	if err != nil {
+		return nil, err
+	}
+	*bp = entry
+	pa, err := n.store.StartAppend(ctx, pid, localstore.AppendRequest{
+		Entry:      entry,
+		Durability: lim.durability,
+		Guard:      n.guard(pid, p, &h, &req.Envelope, lim),
+	})
+	if err != nil {
+		return nil, mapStoreErr(err)
+	}
+	return pendingProduce{pa}, nil
 }
 
 // guard returns the deduplication check for an append, or nil. The three
