@@ -36,12 +36,14 @@ func unhex(t testing.TB, s string) []byte {
 // The golden frames are worked out by hand from the protobuf encoding rules
 // (tag = field<<3 | wire type, varints little-endian base 128), not produced
 // by this package.
+const goldenPing = `
+	00000009   total size 9
+	00000005   command size 5
+	08 12      type (1, varint) = 18 PING
+	9201 00    ping (18, length-delimited: tag 0x92 0x01), empty`
+
 func TestGoldenPing(t *testing.T) {
-	want := unhex(t, `
-		00000009   total size 9
-		00000005   command size 5
-		08 12      type (1, varint) = 18 PING
-		9201 00    ping (18, length-delimited: tag 0x92 0x01), empty`)
+	want := unhex(t, goldenPing)
 	got, err := AppendCommand(nil, NewCommand(&pb.CommandPing{}))
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +88,20 @@ func goClientConnect() *pb.CommandConnect {
 	}
 }
 
+// connectFrameFor lays out goldenConnect by hand for another client
+// version string (shorter than 128 bytes, so every length is one byte).
+func connectFrameFor(version string) []byte {
+	body := append([]byte{0x0a, byte(len(version))}, version...)
+	body = append(body, 0x20, 0x14, 0x2a, 0x00, 0x52, 0x04, 0x08, 0x01, 0x10, 0x01)
+	cmd := append([]byte{0x08, 0x02, 0x12, byte(len(body))}, body...)
+	return append(append(u32(uint32(4+len(cmd))), u32(uint32(len(cmd)))...), cmd...)
+}
+
 func TestGoldenConnect(t *testing.T) {
 	want := unhex(t, goldenConnect)
+	if !bytes.Equal(connectFrameFor("Pulsar-Go-v0.19.0"), want) {
+		t.Fatal("connectFrameFor disagrees with the golden frame")
+	}
 	got, err := AppendCommand(nil, NewCommand(goClientConnect()))
 	if err != nil {
 		t.Fatal(err)
