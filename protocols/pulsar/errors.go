@@ -21,7 +21,7 @@ var (
 	ErrCommand = errors.New("pulsar: malformed command")
 
 	// ErrUnsupportedCommand means a valid command of a type tern does not
-	// serve. See *UnsupportedCommandError.
+	// serve. The stream is still in sync. See *UnsupportedCommandError.
 	ErrUnsupportedCommand = errors.New("pulsar: unsupported command")
 
 	// ErrPayload means the payload section of a SEND or MESSAGE frame is
