@@ -31,13 +31,13 @@ type PeerInfo struct {
 }
 
 type meshConn struct {
-	t      *Transport
-	l      *link
-	qc     *quic.Conn
-	ctrl   *quic.Stream
-	ctrlR  *frameReader
-	ctrlW  *frameWriter
-	peer   PeerInfo
+	t     *Transport
+	l     *link
+	qc    *quic.Conn
+	ctrl  *quic.Stream
+	ctrlR *frameReader
+	ctrlW *frameWriter
+	peer  PeerInfo
 	// maxFrame is the peer's announced frame limit: ENTRIES we send must fit it.
 	maxFrame      int
 	dialedByLocal bool
