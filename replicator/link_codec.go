@@ -399,7 +399,7 @@ func (d *decoder) entries() frame {
 	for i := range n {
 		off := d.int64("offset")
 		cnt := d.int32("count")
-		val := d.bytes("value", len(d.b), false)
+		val := d.bytes("value", maxFrameBytes, false)
 		if d.err != nil {
 			return nil
 		}
