@@ -390,7 +390,7 @@ func (t *Transport) serveInbound(qc *quic.Conn) {
 	mc := t.newMeshConn(l, qc, ctrl, fr, h, version, false)
 	w.ctr = &l.ctr
 	mc.ctrlW = w
-	if !l.offer(mc) {
+	if !l.offer(ctx, mc) {
 		sendErr(CodeDuplicateConnection, fmt.Sprintf("already connected to %s over the connection dialed by %s", t.cfg.NodeName, l.currentDialer()))
 		return
 	}

@@ -9,9 +9,16 @@ package replicator
 // both sides, is static so both sides reach the same answer whatever order events arrive in:
 // keep the connection dialed by the node with the lower name (byte order); between two
 // connections dialed by the same node keep the newer (that node only dials when it considers the
-// older one gone). The losing connection is closed with CodeDuplicateConnection. In the race
-// window a link may switch connections once, which resets the streams opened on the loser; the
-// replication logic reopens them, as it must after any link loss.
+// older one gone). The losing connection is closed with CodeDuplicateConnection.
+//
+// To keep either side from opening streams on a connection that is about to lose, the node with
+// the lower name holds an inbound connection (does not answer its HELLO) while its own dial, which
+// would win, is in flight: if the dial succeeds the inbound one is refused, if it fails the inbound
+// one is adopted. The higher-named node adopts the lower one's connection at once (it wins), and
+// its own dial is refused or loses. The dialing side only exposes a connection after the HELLO
+// answer, so in the usual race no stream ever lands on the losing connection. A switch can still
+// happen (a node redials while its peer has not noticed the old connection die); streams on the
+// replaced connection then fail and the replication logic reopens them, as after any loss.
 
 import (
 	"context"
@@ -110,18 +117,23 @@ func (l *link) post(ev any) {
 	}
 }
 
-// offer asks run to adopt an inbound connection; false means keep the current one.
-func (l *link) offer(mc *meshConn) bool {
+// offer asks run to adopt an inbound connection; false means keep the current one (or ctx
+// ended first: the caller then closes the connection, and run drops it on the loss event).
+func (l *link) offer(ctx context.Context, mc *meshConn) bool {
 	reply := make(chan bool, 1)
 	select {
 	case l.events <- offerEv{mc: mc, reply: reply}:
 	case <-l.done:
+		return false
+	case <-ctx.Done():
 		return false
 	}
 	select {
 	case ok := <-reply:
 		return ok
 	case <-l.done:
+		return false
+	case <-ctx.Done():
 		return false
 	}
 }
@@ -165,6 +177,7 @@ func (l *link) run() {
 	timer.Stop()
 	defer timer.Stop()
 	var cur *meshConn
+	var pending *offerEv // inbound connection held while our winning dial is in flight
 	dialing := false
 	dialCtx, cancelDial := context.WithCancel(l.t.ctx)
 	defer cancelDial()
@@ -217,6 +230,9 @@ func (l *link) run() {
 	for {
 		select {
 		case <-l.stop:
+			if pending != nil {
+				pending.reply <- false
+			}
 			if cur != nil {
 				cur.close(CodeShuttingDown, "node shutting down or peer removed", ErrClosed)
 			}
@@ -240,20 +256,45 @@ func (l *link) run() {
 					startDial()
 				}
 			case offerEv:
+				if dialing && cur == nil && l.t.cfg.NodeName < ev.mc.peer.Name {
+					if pending != nil {
+						pending.reply <- false // the peer redialed; its older attempt is stale
+					}
+					pending = &ev
+					continue
+				}
 				ev.reply <- adopt(ev.mc)
 			case dialEv:
 				dialing = false
-				switch {
-				case ev.err != nil:
-					if cur == nil {
-						log.Warn("replicator: dial failed", "addr", peer().Addr, "err", ev.err)
-						l.set(LinkDown, ev.err)
-						retry(bo.Next())
+				held := pending
+				pending = nil
+				if ev.err != nil {
+					if held != nil {
+						held.reply <- adopt(held.mc)
+						continue
 					}
-				case adopt(ev.mc):
+					if cur != nil {
+						continue
+					}
+					var le *LinkError
+					if errors.As(ev.err, &le) && le.Remote && le.Code == CodeDuplicateConnection {
+						// The peer kept its own connection to us, which is on its way.
+						l.set(LinkConnecting, nil)
+						retry(cfg.HandshakeTimeout)
+						continue
+					}
+					log.Warn("replicator: dial failed", "addr", peer().Addr, "err", ev.err)
+					l.set(LinkDown, ev.err)
+					retry(bo.Next())
+					continue
+				}
+				if adopt(ev.mc) {
 					ev.mc.start()
-				default:
+				} else {
 					ev.mc.close(CodeDuplicateConnection, "already connected over the connection dialed by "+cur.dialerName(), errDuplicate)
+				}
+				if held != nil {
+					held.reply <- false
 				}
 			case lostEv:
 				if ev.mc != cur {

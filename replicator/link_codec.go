@@ -227,11 +227,11 @@ func (fr *frameReader) next() (frame, int, error) {
 	if typ == frameEntries {
 		limit = fr.maxEntries
 	}
-	if uint64(size) > uint64(limit) {
-		return nil, frameHeaderLen, fmt.Errorf("%w: %s frame of %d bytes, limit %d", ErrFrameTooLarge, typ, size, limit)
-	}
 	if typ < frameHello || typ > framePong {
 		return nil, frameHeaderLen, fmt.Errorf("%w: unknown frame type %d", ErrMalformedFrame, uint8(typ))
+	}
+	if uint64(size) > uint64(limit) {
+		return nil, frameHeaderLen, fmt.Errorf("%w: %s frame of %d bytes, limit %d", ErrFrameTooLarge, typ, size, limit)
 	}
 	payload := make([]byte, size)
 	if n, err := io.ReadFull(fr.r, payload); err != nil {
