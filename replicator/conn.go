@@ -313,6 +313,9 @@ func (t *Transport) dialPeer(ctx context.Context, l *link, p Peer) (*meshConn, e
 		}
 		mc := t.newMeshConn(l, qc, ctrl, fr, f, f.MinVersion, true)
 		mc.ctrlW = w
+		if p.Region != "" && p.Region != f.Region {
+			mc.log.Warn("replicator: peer reports a different region than the membership data", "expected_region", p.Region)
+		}
 		return mc, nil
 	default:
 		return fail(CodeProtocolViolation, fmt.Errorf("%w: %s answered HELLO with %s", ErrMalformedFrame, p.Name, f.frameType()))

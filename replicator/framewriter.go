@@ -45,17 +45,26 @@ type frameWriter struct {
 
 var errWriterClosed = fmt.Errorf("%w: write after close", ErrStreamClosed)
 
-func (w *frameWriter) write(ctx context.Context, f frame) error {
+// write sends frames with one stream write.
+func (w *frameWriter) write(ctx context.Context, fs ...frame) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return errWriterClosed
 	}
-	w.buf = appendFrame(w.buf[:0], f)
+	w.buf = w.buf[:0]
+	sizes := make([]int, 0, len(fs))
+	for _, f := range fs {
+		n := len(w.buf)
+		w.buf = appendFrame(w.buf, f)
+		sizes = append(sizes, len(w.buf)-n)
+	}
 	if err := writeCtx(ctx, w.s, w.buf); err != nil {
 		return err
 	}
-	w.ctr.sent(len(w.buf))
+	for _, n := range sizes {
+		w.ctr.sent(n)
+	}
 	return nil
 }
 

@@ -177,7 +177,7 @@ func (h *sinkHandler) Accept(ctx context.Context, s *RecvStream) error {
 			return err
 		}
 	}
-	for {
+	for batches := 0; ; batches++ {
 		b, err := s.Recv(ctx)
 		if err != nil {
 			return nil
@@ -185,6 +185,13 @@ func (h *sinkHandler) Accept(ctx context.Context, s *RecvStream) error {
 		h.mu.Lock()
 		h.got[key(req)] = append(h.got[key(req)], b.Entries...)
 		h.mu.Unlock()
+		// Exercise both ways of settling a batch.
+		if batches%2 == 0 {
+			if err := s.AckAndGrant(b.End(), b.Credit()); err != nil {
+				return nil
+			}
+			continue
+		}
 		if err := s.Ack(b.End()); err != nil {
 			return nil
 		}

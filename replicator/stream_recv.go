@@ -192,8 +192,27 @@ func (rs *RecvStream) Ack(next int64) error {
 	return rs.write(ackFrame{Next: next})
 }
 
-func (rs *RecvStream) write(f frame) error {
-	if err := rs.w.write(rs.ctx, f); err != nil {
+// AckAndGrant is Ack followed by Grant in one write: the usual step once a batch is durable,
+// AckAndGrant(b.End(), b.Credit()).
+func (rs *RecvStream) AckAndGrant(next int64, c Credit) error {
+	if c.Bytes < 0 || c.Entries < 0 || (c.Bytes == 0 && c.Entries == 0) {
+		return fmt.Errorf("replicator: AckAndGrant credit %+v must be non-negative and not empty", c)
+	}
+	rs.mu.Lock()
+	if next < 0 || (rs.mu.hasAck && next < rs.mu.acked) {
+		prev := rs.mu.acked
+		rs.mu.Unlock()
+		return fmt.Errorf("replicator: AckAndGrant(%d) goes back from %d", next, prev)
+	}
+	rs.mu.acked, rs.mu.hasAck = next, true
+	rs.mu.granted = rs.mu.granted.add(c)
+	rs.mu.grantedAny = true
+	rs.mu.Unlock()
+	return rs.write(ackFrame{Next: next}, creditFrame{Credit: c})
+}
+
+func (rs *RecvStream) write(fs ...frame) error {
+	if err := rs.w.write(rs.ctx, fs...); err != nil {
 		if e := rs.Err(); e != nil && e != io.EOF {
 			return e
 		}

@@ -107,17 +107,7 @@ func NewWithConn(cfg Config, h Handler, pc net.PacketConn) (*Transport, error) {
 	}
 	t.mu.links = make(map[string]*link)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	t.quicConf = &quic.Config{
-		HandshakeIdleTimeout:           cfg.HandshakeTimeout / 2, // quic-go allows twice this for the whole handshake
-		MaxIdleTimeout:                 cfg.IdleTimeout,
-		KeepAlivePeriod:                cfg.KeepAlivePeriod,
-		InitialStreamReceiveWindow:     cfg.InitialStreamReceiveWindow,
-		MaxStreamReceiveWindow:         cfg.MaxStreamReceiveWindow,
-		InitialConnectionReceiveWindow: cfg.InitialConnectionReceiveWindow,
-		MaxConnectionReceiveWindow:     cfg.MaxConnectionReceiveWindow,
-		MaxIncomingStreams:             cfg.MaxIncomingStreams,
-		MaxIncomingUniStreams:          -1,
-	}
+	t.quicConf = cfg.quicConfig()
 	srk := quic.StatelessResetKey(resetKey)
 	t.qt = &quic.Transport{Conn: pc, StatelessResetKey: &srk, ConnContext: t.connContext}
 	t.ln, err = t.qt.Listen(mt.serverConfig(), t.quicConf)
@@ -383,4 +373,18 @@ func (t *Transport) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (c Config) quicConfig() *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout:           c.HandshakeTimeout / 2, // quic-go allows twice this for the whole handshake
+		MaxIdleTimeout:                 c.IdleTimeout,
+		KeepAlivePeriod:                c.KeepAlivePeriod,
+		InitialStreamReceiveWindow:     c.InitialStreamReceiveWindow,
+		MaxStreamReceiveWindow:         c.MaxStreamReceiveWindow,
+		InitialConnectionReceiveWindow: c.InitialConnectionReceiveWindow,
+		MaxConnectionReceiveWindow:     c.MaxConnectionReceiveWindow,
+		MaxIncomingStreams:             c.MaxIncomingStreams,
+		MaxIncomingUniStreams:          -1,
+	}
 }

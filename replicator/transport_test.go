@@ -39,6 +39,10 @@ func TestDevModeConnectAndExchange(t *testing.T) {
 	if got := s.Peer(); got.Name != "b1" || got.Region != "eu" || got.Version != 1 {
 		t.Fatalf("peer info %+v", got)
 	}
+	if st := linkState(a, "b1"); st.Streams != 1 {
+		t.Fatalf("a counts %d streams, want 1", st.Streams)
+	}
+	waitFor(t, 5*time.Second, "b counts the stream", func() bool { return linkState(b, "a1").Streams == 1 })
 	want := entriesOf(0, 300, 700)
 	n, err := s.Send(ctx, want)
 	if err != nil || n != len(want) {
@@ -61,6 +65,9 @@ func TestDevModeConnectAndExchange(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 5*time.Second, "streams closed on both sides", func() bool {
+		return linkState(a, "b1").Streams == 0 && linkState(b, "a1").Streams == 0
+	})
 
 	rtt, err := a.Ping(ctx, "b1")
 	if err != nil || rtt <= 0 {
@@ -436,4 +443,57 @@ func TestCloseWaitsForHandlers(t *testing.T) {
 	if _, err := b.OpenPartitionStream(ctx, "a1", openReq("t", 0)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("OpenPartitionStream after Close = %v", err)
 	}
+}
+
+// A receiver that acks its durable position before receiving tells the sender where to resume:
+// OpenPartitionStream returns with that position, and entries below it can be skipped.
+func TestAckBeforeRecvTellsSenderWhereToResume(t *testing.T) {
+	cfgA, logsA := testConfig(t, "a1", "us")
+	cfgB, logsB := testConfig(t, "b1", "eu")
+	var got []Entry
+	done := make(chan struct{})
+	b := startNode(t, cfgB, logsB, HandlerFunc(func(ctx context.Context, s *RecvStream) error {
+		defer close(done)
+		if err := s.Ack(500); err != nil { // durable high-water mark from storage
+			return err
+		}
+		for {
+			bt, err := s.Recv(ctx)
+			if err != nil {
+				return nil
+			}
+			got = append(got, bt.Entries...)
+			if err := s.AckAndGrant(bt.End(), bt.Credit()); err != nil {
+				return nil
+			}
+		}
+	}))
+	a := startNode(t, cfgA, logsA, nil)
+	if err := a.AddPeer(b.peer()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 20*time.Second)
+	req := openReq("t", 0)
+	req.StartOffset = 100 // the sender's cursor is behind the receiver
+	s, err := a.OpenPartitionStream(ctx, "b1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked, ok := s.Acked()
+	if !ok || acked != 500 {
+		t.Fatalf("Acked() = %d, %v; want 500 from the receiver's first ACK", acked, ok)
+	}
+	if v, err := s.NextAck(ctx); err != nil || v != 500 {
+		t.Fatalf("NextAck = %d, %v", v, err)
+	}
+	want := entriesOf(acked, 5, 10)
+	if _, err := s.Send(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.NextAck(ctx); err != nil || v != want[4].End() {
+		t.Fatalf("NextAck = %d, %v; want %d", v, err, want[4].End())
+	}
+	s.Close()
+	<-done
+	sameEntries(t, got, want)
 }
