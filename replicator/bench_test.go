@@ -230,4 +230,3 @@ func BenchmarkPingPong(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "roundtrips/s")
 	})
 }
-
