@@ -395,6 +395,9 @@ func (t *Transport) serveInbound(qc *quic.Conn) {
 	mc.ctrlW = w
 	if !l.offer(ctx, mc) {
 		sendErr(CodeDuplicateConnection, fmt.Sprintf("already connected to %s over the connection dialed by %s", t.cfg.NodeName, l.currentDialer()))
+		// If offer gave up on its deadline just as the link adopted the connection, the
+		// connection's loops must still run to report its end to the link.
+		mc.start()
 		return
 	}
 	if err := w.write(ctx, t.hello(version, version)); err != nil {

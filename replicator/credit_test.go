@@ -154,6 +154,26 @@ func TestCreditFlowControl(t *testing.T) {
 	if s.Err() != nil {
 		t.Fatalf("a cancelled wait for credit broke the stream: %v", s.Err())
 	}
+
+	// Close releases a Send blocked on credit.
+	go func() {
+		n, err := s.Send(ctx, []Entry{{Offset: 1 << 30, Count: 1, Value: make([]byte, 2<<20)}})
+		done <- result{n, err}
+	}()
+	// The 2 MiB entry can never get credit here, so whenever Close lands, before or during
+	// the wait, Send must end with ErrStreamClosed.
+	time.Sleep(20 * time.Millisecond) // usually lets Send reach its wait first; not required
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.n != 0 || !errors.Is(r.err, ErrStreamClosed) {
+			t.Fatalf("Send after Close = %d, %v", r.n, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Close did not release a blocked Send")
+	}
 }
 
 func TestSendValidatesEntries(t *testing.T) {

@@ -9,7 +9,7 @@ package replicator
 // overruns it. A receiver that re-grants a batch's credit only once the batch is durable turns
 // the credit into a window of unacknowledged data.
 //
-// Goroutines: the caller's goroutine writes (Send, Close; one at a time), and one reader
+// Goroutines: the caller's goroutine writes (Send; Close may interrupt it), and one reader
 // goroutine takes ACK, CREDIT and ERROR from the receiver and wakes the writer.
 
 import (
@@ -24,8 +24,8 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// SendStream sends one partition's entries to one peer. Send and Close must not be called
-// concurrently with each other; the other methods may be called from any goroutine.
+// SendStream sends one partition's entries to one peer. Send is called from one goroutine at a
+// time; the other methods may be called from any goroutine.
 type SendStream struct {
 	mc  *meshConn
 	qs  *quic.Stream
@@ -33,7 +33,7 @@ type SendStream struct {
 	fr  *frameReader
 	log *slog.Logger
 
-	writeMu sync.Mutex // serialises Send and Close (quic-go forbids concurrent Write and Close)
+	writeMu sync.Mutex // serialises writes and the FIN (quic-go forbids concurrent Write and Close)
 	buf     []byte
 	next    int64 // entries must start at or after this offset
 
@@ -325,12 +325,11 @@ func (s *SendStream) Request() OpenRequest { return s.req }
 // Peer is the receiving node.
 func (s *SendStream) Peer() PeerInfo { return s.mc.peer }
 
-// Close ends the stream: a clean end (FIN) if it is still healthy, then stops reading ACKs.
-// Call NextAck first to wait for the final acknowledgement. Close waits for the stream's reader
-// goroutine and is idempotent.
+// Close ends the stream: a clean end (FIN, after any frame being written) if it is still
+// healthy, then stops reading ACKs. Call NextAck first to wait for the final acknowledgement.
+// Close may be called while Send waits for credit (Send then returns ErrStreamClosed); it waits
+// for the stream's reader goroutine and is idempotent.
 func (s *SendStream) Close() error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	healthy := s.mu.err == nil
 	if healthy {
@@ -338,10 +337,12 @@ func (s *SendStream) Close() error {
 		s.wakeLocked()
 	}
 	s.mu.Unlock()
+	s.writeMu.Lock()
 	if healthy && !s.cancelled.Load() {
 		_ = s.qs.Close()
 		s.qs.CancelRead(quic.StreamErrorCode(CodeNone))
 	}
+	s.writeMu.Unlock()
 	<-s.done
 	s.release()
 	return nil

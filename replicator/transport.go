@@ -233,6 +233,10 @@ func (t *Transport) AddPeer(p Peer) error {
 // connects again later gets a new, passive link.
 func (t *Transport) RemovePeer(name string) {
 	t.mu.Lock()
+	if t.mu.closed {
+		t.mu.Unlock()
+		return // Close stops every link
+	}
 	l, ok := t.mu.links[name]
 	if ok {
 		delete(t.mu.links, name)
