@@ -162,6 +162,9 @@ func benchLink(b *testing.B, run, size int) {
 		}
 	}
 	b.StopTimer()
+	if st, ok := a.LinkStats("b1"); ok {
+		b.ReportMetric(float64(st.PacketsLost), "lost-pkts")
+	}
 	got := mbps(b, int64(b.N*run*size))
 	if rawMBps > 0 {
 		b.ReportMetric(got/rawMBps, "x-raw")
