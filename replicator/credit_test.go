@@ -98,6 +98,7 @@ func TestCreditFlowControl(t *testing.T) {
 	blocked := func(step string) {
 		t.Helper()
 		waitFor(t, 5*time.Second, "sender credit exhausted", func() bool { return s.Credit().Bytes < 1024 })
+		waitFor(t, 5*time.Second, "Send waiting for credit", s.Blocked)
 		select {
 		case r := <-done:
 			t.Fatalf("%s: Send returned (%d, %v) without credit", step, r.n, r.err)
@@ -122,6 +123,7 @@ func TestCreditFlowControl(t *testing.T) {
 	grants <- Credit{Bytes: 1 << 20, Entries: 5}
 	collect(30)
 	waitFor(t, 5*time.Second, "entry credit exhausted", func() bool { return s.Credit().Entries == 0 })
+	waitFor(t, 5*time.Second, "Send waiting for credit", s.Blocked)
 	select {
 	case r := <-done:
 		t.Fatalf("Send returned (%d, %v) without entry credit", r.n, r.err)
@@ -151,8 +153,8 @@ func TestCreditFlowControl(t *testing.T) {
 	if n != 0 || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Send without credit = %d, %v; want 0, deadline exceeded", n, err)
 	}
-	if s.Err() != nil {
-		t.Fatalf("a cancelled wait for credit broke the stream: %v", s.Err())
+	if s.Err() != nil || s.Blocked() {
+		t.Fatalf("a cancelled wait for credit broke the stream: %v, blocked %v", s.Err(), s.Blocked())
 	}
 
 	// Close releases a Send blocked on credit.
@@ -160,9 +162,7 @@ func TestCreditFlowControl(t *testing.T) {
 		n, err := s.Send(ctx, []Entry{{Offset: 1 << 30, Count: 1, Value: make([]byte, 2<<20)}})
 		done <- result{n, err}
 	}()
-	// The 2 MiB entry can never get credit here, so whenever Close lands, before or during
-	// the wait, Send must end with ErrStreamClosed.
-	time.Sleep(20 * time.Millisecond) // usually lets Send reach its wait first; not required
+	waitFor(t, 5*time.Second, "Send waiting for credit", s.Blocked)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

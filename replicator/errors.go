@@ -44,21 +44,38 @@ type ErrorCode uint32
 
 // ERROR frame codes. The replication logic may define its own codes from CodeUserBase up.
 const (
-	CodeNone                   ErrorCode = 0
-	CodeProtocolViolation      ErrorCode = 1
-	CodeIncompatibleVersion    ErrorCode = 2
+	// CodeNone closes a stream or connection normally.
+	CodeNone ErrorCode = 0
+	// CodeProtocolViolation: the peer sent a frame that does not decode or does not belong where
+	// it came; the stream (or, on the control stream, the connection) is closed.
+	CodeProtocolViolation ErrorCode = 1
+	// CodeIncompatibleVersion: the HELLO version ranges do not overlap.
+	CodeIncompatibleVersion ErrorCode = 2
+	// CodePartitionCountMismatch: the receiver's topic has another partition count; replication
+	// of the topic stops until an operator makes the counts equal.
 	CodePartitionCountMismatch ErrorCode = 3
-	CodeUnknownTopic           ErrorCode = 4
-	CodeNoReceiver             ErrorCode = 5
-	CodeDuplicateConnection    ErrorCode = 6
-	CodeCreditExceeded         ErrorCode = 7
-	CodeShuttingDown           ErrorCode = 8
-	CodeRejected               ErrorCode = 9
-	CodeNameConflict           ErrorCode = 10
-	CodeWrongRegion            ErrorCode = 11
-	CodeInternal               ErrorCode = 12
-	CodeHeartbeatTimeout       ErrorCode = 13
-	CodeUserBase               ErrorCode = 1000
+	// CodeUnknownTopic: the receiver does not hold the topic in its region.
+	CodeUnknownTopic ErrorCode = 4
+	// CodeNoReceiver: the node runs no Handler.
+	CodeNoReceiver ErrorCode = 5
+	// CodeDuplicateConnection: the connection lost the both-sides-dial race.
+	CodeDuplicateConnection ErrorCode = 6
+	// CodeCreditExceeded: the sender sent more than it was credited.
+	CodeCreditExceeded ErrorCode = 7
+	// CodeShuttingDown: the node is closing, or dropped the peer.
+	CodeShuttingDown ErrorCode = 8
+	// CodeRejected: a Handler refused the stream without a more specific code.
+	CodeRejected ErrorCode = 9
+	// CodeNameConflict: the peer uses this node's name.
+	CodeNameConflict ErrorCode = 10
+	// CodeWrongRegion: the OPEN names a region this node does not serve.
+	CodeWrongRegion ErrorCode = 11
+	// CodeInternal: a local failure unrelated to the peer's behaviour.
+	CodeInternal ErrorCode = 12
+	// CodeHeartbeatTimeout: the peer stopped answering PINGs.
+	CodeHeartbeatTimeout ErrorCode = 13
+	// CodeUserBase is the first code free for the replication logic.
+	CodeUserBase ErrorCode = 1000
 )
 
 var codeNames = map[ErrorCode]string{

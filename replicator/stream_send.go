@@ -51,6 +51,7 @@ type SendStream struct {
 	done      chan struct{} // closed when the reader goroutine exits
 	countOnce sync.Once
 	cancelled atomic.Bool
+	blocked   atomic.Bool
 }
 
 func newSendStream(mc *meshConn, qs *quic.Stream, req OpenRequest) *SendStream {
@@ -259,18 +260,26 @@ func (s *SendStream) waitCredit(ctx context.Context, valueLen int64) (Credit, er
 		c, err, wake := s.mu.credit, s.mu.err, s.mu.wake
 		s.mu.Unlock()
 		if err != nil {
+			s.blocked.Store(false)
 			return Credit{}, err
 		}
 		if c.Entries >= 1 && c.Bytes >= valueLen {
+			s.blocked.Store(false)
 			return c, nil
 		}
+		s.blocked.Store(true)
 		select {
 		case <-wake:
 		case <-ctx.Done():
+			s.blocked.Store(false)
 			return Credit{}, ctx.Err()
 		}
 	}
 }
+
+// Blocked reports whether a Send is waiting for credit right now: the receiver, not the network
+// or the sender, is what limits this stream.
+func (s *SendStream) Blocked() bool { return s.blocked.Load() }
 
 // NextAck blocks until the receiver's acknowledged position moved past the value NextAck last
 // returned (or, the first time, until any ACK arrived) and returns it: every entry below it is
