@@ -94,6 +94,9 @@ func (mc *meshConn) start() {
 	if !mc.started.CompareAndSwap(false, true) {
 		return
 	}
+	// An inbound connection may have been held while our own dial was in flight; the peer only
+	// starts its heartbeats once it has our HELLO, so silence is measured from now.
+	mc.lastHeard.Store(time.Now().UnixNano())
 	mc.t.goFn(mc.heartbeatLoop)
 	mc.t.goFn(mc.controlLoop)
 	mc.t.goFn(mc.acceptLoop)

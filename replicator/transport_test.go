@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -396,7 +397,7 @@ func TestCloseWaitsForHandlers(t *testing.T) {
 	cfgA, logsA := testConfig(t, "a1", "us")
 	cfgB, logsB := testConfig(t, "b1", "eu")
 	var running, returned atomic.Int32
-	udp, err := (&testNode{}).listen(cfgB.ListenAddr)
+	udp, err := net.ListenPacket("udp", cfgB.ListenAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
