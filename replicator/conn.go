@@ -49,6 +49,7 @@ type meshConn struct {
 	lastHeard atomic.Int64 // unix nanoseconds of the last control frame received
 	nonce     atomic.Uint64
 	started   atomic.Bool
+	closeOnce sync.Once
 
 	pingMu sync.Mutex
 	pings  map[uint64]chan struct{}
@@ -84,9 +85,12 @@ func (mc *meshConn) dialerName() string {
 
 // close ends the connection with a code the peer sees. reason is what the local link records;
 // it is set before the QUIC close so the link reports it rather than the generic close error.
+// Only the first close counts, so the peer sees the first reason given.
 func (mc *meshConn) close(code ErrorCode, msg string, reason error) {
-	mc.cancel(reason)
-	_ = mc.qc.CloseWithError(quic.ApplicationErrorCode(code), msg)
+	mc.closeOnce.Do(func() {
+		mc.cancel(reason)
+		_ = mc.qc.CloseWithError(quic.ApplicationErrorCode(code), msg)
+	})
 }
 
 // start launches the connection's goroutines once the link adopted it.
@@ -112,8 +116,8 @@ func (mc *meshConn) heartbeatLoop() {
 			if errors.Is(err, context.Canceled) {
 				err = ErrClosed
 			}
-			// Idempotent: make sure QUIC is closed whatever ended the context.
-			_ = mc.qc.CloseWithError(quic.ApplicationErrorCode(CodeShuttingDown), "closing")
+			// Make sure QUIC is closed whatever ended the context (a no-op after close).
+			mc.close(CodeShuttingDown, "node shutting down", err)
 			mc.l.post(lostEv{mc: mc, err: err})
 			return
 		case now := <-tick.C:
