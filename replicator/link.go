@@ -179,8 +179,9 @@ func (l *link) run() {
 	var cur *meshConn
 	var pending *offerEv // inbound connection held while our winning dial is in flight
 	dialing := false
-	dialCtx, cancelDial := context.WithCancel(l.t.ctx)
-	defer cancelDial()
+	redial := false // the address changed during a dial: dial the new one as soon as it ends
+	cancelDial := context.CancelFunc(func() {})
+	defer func() { cancelDial() }()
 
 	peer := func() Peer {
 		l.mu.Lock()
@@ -194,6 +195,8 @@ func (l *link) run() {
 		}
 		dialing = true
 		l.set(LinkConnecting, nil)
+		var dialCtx context.Context
+		dialCtx, cancelDial = context.WithCancel(l.t.ctx)
 		if !l.t.goFn(func() {
 			mc, err := l.t.dialPeer(dialCtx, l, p)
 			l.post(dialEv{mc: mc, err: err})
@@ -250,7 +253,12 @@ func (l *link) run() {
 				changed := l.mu.peer.Addr != ev.p.Addr
 				l.mu.peer = ev.p
 				l.mu.Unlock()
-				if changed && cur == nil && !dialing {
+				switch {
+				case !changed || cur != nil:
+				case dialing:
+					redial = true
+					cancelDial()
+				default:
 					bo.Reset()
 					timer.Stop()
 					startDial()
@@ -266,6 +274,7 @@ func (l *link) run() {
 				ev.reply <- adopt(ev.mc)
 			case dialEv:
 				dialing = false
+				cancelDial()
 				held := pending
 				pending = nil
 				if ev.err != nil {
@@ -274,6 +283,12 @@ func (l *link) run() {
 						continue
 					}
 					if cur != nil {
+						continue
+					}
+					if redial {
+						redial = false
+						bo.Reset()
+						startDial()
 						continue
 					}
 					var le *LinkError
@@ -288,6 +303,7 @@ func (l *link) run() {
 					retry(bo.Next())
 					continue
 				}
+				redial = false // the old address still led to the right node
 				if adopt(ev.mc) {
 					ev.mc.start()
 				} else {

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -259,4 +260,52 @@ func TestDialWrongNodeReported(t *testing.T) {
 		return strings.Contains(linkState(a, "c1").LastError, "different node")
 	})
 	t.Logf("a: %s", linkState(a, "c1").LastError)
+}
+
+// A peer's address change (membership update) redials at once; a restarted peer is seen as a
+// new incarnation on the same link.
+func TestAddressUpdateAndPeerRestart(t *testing.T) {
+	cfgA, logsA := testConfig(t, "a1", "us")
+	cfgB, logsB := testConfig(t, "b1", "eu")
+	a := startNode(t, cfgA, logsA, nil)
+	b := startNode(t, cfgB, logsB, newSink())
+	// A stale address first: nothing answers there.
+	dead, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.LocalAddr().String()
+	dead.Close()
+	if err := a.AddPeer(Peer{Name: "b1", Region: "eu", Addr: deadAddr}); err != nil {
+		t.Fatal(err)
+	}
+	if st := linkState(a, "b1"); st.State == LinkUp {
+		t.Fatal("up against a dead address")
+	}
+	if err := a.AddPeer(b.peer()); err != nil {
+		t.Fatal(err)
+	}
+	waitUp(t, a, "b1")
+	first := linkState(a, "b1")
+	if first.Addr != b.Addr().String() {
+		t.Fatalf("link address %q, want %q", first.Addr, b.Addr())
+	}
+
+	// Restart b on the same address.
+	addr := b.Addr().String()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a sees b go", func() bool { return linkState(a, "b1").State != LinkUp })
+	if st := linkState(a, "b1"); !strings.Contains(st.LastError, "shutting down") {
+		t.Fatalf("last error %q does not say the peer shut down", st.LastError)
+	}
+	cfgB2, logsB2 := testConfig(t, "b1", "eu")
+	cfgB2.ListenAddr = addr
+	startNode(t, cfgB2, logsB2, newSink())
+	waitUp(t, a, "b1")
+	second := linkState(a, "b1")
+	if second.PeerIncarnation == first.PeerIncarnation || second.Connects != first.Connects+1 {
+		t.Fatalf("restart not visible: before %+v, after %+v", first, second)
+	}
 }
