@@ -26,7 +26,7 @@ func loadIdentity(dataDir string) (string, error) {
 	switch {
 	case err == nil:
 		id := strings.TrimSpace(string(data))
-		if _, perr := ParseTags(map[string]string{TagRegion: "x", TagID: id}); perr != nil || len(id) != idLen {
+		if !validID(id) {
 			return "", fmt.Errorf("%w: DataDir: %s holds %q, not a node identity; delete it to get a new identity", ErrInvalidConfig, path, id)
 		}
 		return id, nil
@@ -39,6 +39,11 @@ func loadIdentity(dataDir string) (string, error) {
 	default:
 		return "", fmt.Errorf("regions: reading node identity: %w", err)
 	}
+}
+
+// validID accepts what newID makes: idLen lowercase hex digits.
+func validID(id string) bool {
+	return len(id) == idLen && !strings.ContainsFunc(id, func(r rune) bool { return !strings.ContainsRune("0123456789abcdef", r) })
 }
 
 func newID() string {
@@ -83,6 +88,10 @@ func (g *mergeGuard) NotifyMerge(members []*serf.Member) error {
 			g.mu.last = err
 			key := err.Error()
 			first := !g.mu.logged[key]
+			if len(g.mu.logged) >= 256 {
+				// Bound the memory a flood of distinct peers could take.
+				clear(g.mu.logged)
+			}
 			g.mu.logged[key] = true
 			g.mu.Unlock()
 			if first {

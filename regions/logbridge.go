@@ -35,9 +35,10 @@ const (
 
 func (b *logBridge) Write(p []byte) (int, error) {
 	level, component, msg := parseLogLine(string(p))
-	if component == "memberlist" && b.onSuspect != nil &&
-		strings.HasPrefix(msg, suspectPrefix) && strings.HasSuffix(msg, suspectSuffix) {
-		b.onSuspect(msg[len(suspectPrefix) : len(msg)-len(suspectSuffix)])
+	if component == "memberlist" && b.onSuspect != nil {
+		if name, ok := suspectName(msg); ok {
+			b.onSuspect(name)
+		}
 	}
 	// serf announces every member event at INFO; the directory logs the
 	// same transitions with structured keys, so serf's lines go to DEBUG.
@@ -49,6 +50,17 @@ func (b *logBridge) Write(p []byte) (int, error) {
 		b.log.Log(ctx, level, msg, "component", component)
 	}
 	return len(p), nil
+}
+
+// suspectName extracts the peer from memberlist's suspect line. The prefix
+// and suffix must not overlap (the name is never empty).
+func suspectName(msg string) (string, bool) {
+	rest, ok := strings.CutPrefix(msg, suspectPrefix)
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, suspectSuffix)
+	return name, ok && name != ""
 }
 
 // parseLogLine splits "[LEVEL] component: message". Lines that do not

@@ -377,7 +377,7 @@ func (m *Mesh) housekeep(now time.Time) {
 	m.commitLocked(out)
 	m.mu.Unlock()
 
-	if now.Sub(m.lastRecon) < m.tick {
+	if now.Sub(m.lastRecon) < m.grace/2 {
 		return
 	}
 	m.lastRecon = now
@@ -429,7 +429,10 @@ func (m *Mesh) commitLocked(out []Event) {
 }
 
 func (m *Mesh) markJoined() {
-	m.joinedOnce.Do(func() { close(m.joined) })
+	m.joinedOnce.Do(func() {
+		m.joinErr.Store(nil)
+		close(m.joined)
+	})
 }
 
 // Close leaves the mesh gracefully (bounded by Config.LeaveTimeout), shuts
@@ -496,6 +499,11 @@ func (m *Mesh) join(seeds []string) (int, error) {
 	}
 	m.guard.takeLast()
 	n, err := m.serf.Join(targets, true)
+	if n > 0 && m.serf.Memberlist().NumMembers() < 2 {
+		// Every seed that answered was this node itself (a seed list
+		// shared by all nodes, under another name for this address).
+		return 0, fmt.Errorf("%w: the seeds %v only led back to this node; list a seed that is another node", ErrJoin, targets)
+	}
 	if n > 0 {
 		if err != nil {
 			m.log.Warn("joined the mesh, but some seeds did not answer", "joined", n, "err", err)

@@ -208,6 +208,10 @@ func TestSubscriberSeesEachChangeOnce(t *testing.T) {
 			t.Errorf("%s: c events %q", s.name, k)
 		}
 	}
+	// Every change came through serf's events; none needed the repair path.
+	if strings.Contains(a.logs.String(), "repaired the directory") {
+		t.Errorf("serf events were lost:\n%s", a.logs)
+	}
 	fastEvents, _ := fast.snapshot()
 	slowEvents, _ := slow.snapshot()
 	if !reflect.DeepEqual(fastEvents, slowEvents) {

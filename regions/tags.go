@@ -130,7 +130,7 @@ func ParseTags(m map[string]string) (Tags, error) {
 	name(TagRegion, &t.Region, true)
 	name(TagRack, &t.Rack, false)
 	if v := m[TagID]; v != "" {
-		if len(v) != idLen || strings.ContainsFunc(v, func(r rune) bool { return !strings.ContainsRune("0123456789abcdef", r) }) {
+		if !validID(v) {
 			errs = append(errs, fmt.Errorf("tag %q=%q: want %d lowercase hex digits", TagID, v, idLen))
 		} else {
 			t.ID = v

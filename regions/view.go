@@ -13,6 +13,10 @@ type Snapshot struct {
 	Seq uint64 `json:"seq"`
 	// Encrypted tells whether gossip is encrypted.
 	Encrypted bool `json:"encrypted"`
+	// HealthScore is memberlist's Lifeguard awareness of this node's own
+	// health: 0 is healthy; higher means this node missed probes and
+	// slowed its failure detector down.
+	HealthScore int `json:"health_score"`
 	// Regions are sorted by name.
 	Regions []RegionSnapshot `json:"regions"`
 }
@@ -65,6 +69,7 @@ func (m *Mesh) Snapshot() Snapshot {
 		LocalRegion: dir.LocalRegion,
 		Seq:         dir.Seq,
 		Encrypted:   m.Encrypted(),
+		HealthScore: m.serf.Memberlist().GetHealthScore(),
 		Regions:     []RegionSnapshot{},
 	}
 	for _, region := range dir.Regions() {
