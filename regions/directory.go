@@ -134,15 +134,15 @@ func (d Directory) Regions() []string {
 	return out
 }
 
-// Region lists the nodes of one region (any state), sorted by name.
+// Region lists the nodes of one region (any state), sorted by name. The
+// result shares d.Nodes' backing array.
 func (d Directory) Region(region string) []Node {
-	var out []Node
-	for _, n := range d.Nodes {
-		if n.Region == region {
-			out = append(out, n)
-		}
+	lo, _ := slices.BinarySearchFunc(d.Nodes, region, func(n Node, r string) int { return cmp.Compare(n.Region, r) })
+	hi := lo
+	for hi < len(d.Nodes) && d.Nodes[hi].Region == region {
+		hi++
 	}
-	return out
+	return d.Nodes[lo:hi:hi]
 }
 
 // Node finds a node by name.
@@ -418,12 +418,17 @@ func (d *dirState) reconcile(members []serfView, now time.Time, grace time.Durat
 
 // directory copies the state out for readers.
 func (d *dirState) directory(localRegion string) Directory {
-	out := Directory{Seq: d.seq, LocalNode: d.local, LocalRegion: localRegion, Nodes: make([]Node, 0, len(d.nodes))}
+	// Sort pointers, then copy: Node is a few hundred bytes.
+	es := make([]*entry, 0, len(d.nodes))
 	for _, e := range d.nodes {
-		out.Nodes = append(out.Nodes, e.node)
+		es = append(es, e)
 	}
-	slices.SortFunc(out.Nodes, func(a, b Node) int {
-		return cmp.Or(cmp.Compare(a.Region, b.Region), cmp.Compare(a.Name, b.Name))
+	slices.SortFunc(es, func(a, b *entry) int {
+		return cmp.Or(cmp.Compare(a.node.Region, b.node.Region), cmp.Compare(a.node.Name, b.node.Name))
 	})
+	out := Directory{Seq: d.seq, LocalNode: d.local, LocalRegion: localRegion, Nodes: make([]Node, len(es))}
+	for i, e := range es {
+		out.Nodes[i] = e.node
+	}
 	return out
 }

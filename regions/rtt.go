@@ -48,7 +48,10 @@ func (m *Mesh) coordAny(name string) any {
 
 // distance estimates the RTT between two nodes.
 func (m *Mesh) distance(a, b string) (time.Duration, bool) {
-	ca, cb := m.coordOf(a), m.coordOf(b)
+	return between(m.coordOf(a), m.coordOf(b))
+}
+
+func between(ca, cb *coordinate.Coordinate) (time.Duration, bool) {
 	if ca == nil || cb == nil || !ca.IsValid() || !cb.IsValid() || !ca.IsCompatibleWith(cb) {
 		return 0, false
 	}
@@ -61,6 +64,18 @@ func (m *Mesh) NodeRTT(name string) (time.Duration, bool) {
 		return 0, false
 	}
 	return m.distance(m.cfg.NodeName, name)
+}
+
+// fromLocal returns a function estimating the RTT from this node, reading
+// the local coordinate once (serf copies it on every read).
+func (m *Mesh) fromLocal() func(name string) (time.Duration, bool) {
+	local := m.coordOf(m.cfg.NodeName)
+	return func(name string) (time.Duration, bool) {
+		if name == m.cfg.NodeName {
+			return 0, false
+		}
+		return between(local, m.coordOf(name))
+	}
 }
 
 // RegionRTT estimates the round trip between two regions: the median over
@@ -97,13 +112,13 @@ func (m *Mesh) RegionRTT(from, to string) (time.Duration, bool) {
 // regionRTTFromLocal is the median estimate from this node to the up nodes
 // of a region (other than itself): what this node would see talking to
 // that region.
-func (m *Mesh) regionRTTFromLocal(nodes []Node) (time.Duration, bool) {
+func regionRTTFromLocal(nodes []Node, rtt func(string) (time.Duration, bool)) (time.Duration, bool) {
 	var ds []time.Duration
 	for _, n := range nodes {
-		if !n.State.Up() || n.Name == m.cfg.NodeName {
+		if !n.State.Up() {
 			continue
 		}
-		if d, ok := m.distance(m.cfg.NodeName, n.Name); ok {
+		if d, ok := rtt(n.Name); ok {
 			ds = append(ds, d)
 		}
 	}

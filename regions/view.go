@@ -72,10 +72,11 @@ func (m *Mesh) Snapshot() Snapshot {
 		HealthScore: m.serf.Memberlist().GetHealthScore(),
 		Regions:     []RegionSnapshot{},
 	}
+	rtt := m.fromLocal()
 	for _, region := range dir.Regions() {
 		nodes := dir.Region(region)
 		rs := RegionSnapshot{Name: region, Local: region == dir.LocalRegion, Nodes: make([]NodeSnapshot, 0, len(nodes))}
-		if d, ok := m.regionRTTFromLocal(nodes); ok {
+		if d, ok := regionRTTFromLocal(nodes, rtt); ok {
 			rs.RTTMs = ms(d)
 		}
 		for _, n := range nodes {
@@ -88,7 +89,7 @@ func (m *Mesh) Snapshot() Snapshot {
 				HTTPAddr: n.HTTP, Version: n.Version,
 			}
 			if n.State.Up() {
-				if d, ok := m.NodeRTT(n.Name); ok {
+				if d, ok := rtt(n.Name); ok {
 					ns.RTTMs = ms(d)
 				}
 			}
