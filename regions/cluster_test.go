@@ -18,19 +18,20 @@ const (
 	key3 = "QEFCQ0RFRkdISUpLTE1OTw=="
 )
 
-// fastTimings makes failure detection take about a second on loopback
-// while leaving room for a loaded machine running -race.
+// fastTimings makes failure detection take a few seconds on loopback:
+// fast enough for tests, slow enough that a machine loaded with other
+// work (and -race) does not make healthy nodes look dead.
 func fastTimings() Timings {
 	return Timings{
-		ProbeInterval:           200 * time.Millisecond,
-		ProbeTimeout:            100 * time.Millisecond,
+		ProbeInterval:           400 * time.Millisecond,
+		ProbeTimeout:            200 * time.Millisecond,
 		SuspicionMult:           3,
 		SuspicionMaxTimeoutMult: 3,
-		GossipInterval:          20 * time.Millisecond,
+		GossipInterval:          100 * time.Millisecond,
 		GossipNodes:             3,
-		GossipToTheDead:         2 * time.Second,
-		PushPullInterval:        time.Second,
-		TCPTimeout:              2 * time.Second,
+		GossipToTheDead:         4 * time.Second,
+		PushPullInterval:        2 * time.Second,
+		TCPTimeout:              5 * time.Second,
 		ReapInterval:            200 * time.Millisecond,
 		ReconnectInterval:       500 * time.Millisecond,
 		ReconnectTimeout:        time.Hour,

@@ -145,32 +145,40 @@ type KeyringResult struct {
 // InstallKey adds key to every node's keyring without using it yet: the
 // first step of a rotation (install, use, remove).
 func (m *Mesh) InstallKey(ctx context.Context, key string) (KeyringResult, error) {
-	return m.keyOp(ctx, "install", key, func(km *serf.KeyManager) (*serf.KeyResponse, error) { return km.InstallKey(key) })
+	return m.keyOp(ctx, "install", key, func(km *serf.KeyManager) (*serf.KeyResponse, error) {
+		return km.InstallKeyWithOptions(key, keyOpts)
+	})
 }
+
+// keyOpts asks two extra nodes to relay each answer, so one lost UDP
+// packet does not lose a node's answer.
+var keyOpts = &serf.KeyRequestOptions{RelayFactor: 2}
 
 // UseKey makes an installed key the one every node encrypts with. Nodes
 // keep decrypting with every installed key, so the switch needs no
 // coordination.
 func (m *Mesh) UseKey(ctx context.Context, key string) (KeyringResult, error) {
-	return m.keyOp(ctx, "use", key, func(km *serf.KeyManager) (*serf.KeyResponse, error) { return km.UseKey(key) })
+	return m.keyOp(ctx, "use", key, func(km *serf.KeyManager) (*serf.KeyResponse, error) { return km.UseKeyWithOptions(key, keyOpts) })
 }
 
 // RemoveKey drops a key that is no longer used from every node's keyring,
 // the last step of a rotation. The key in use cannot be removed.
 func (m *Mesh) RemoveKey(ctx context.Context, key string) (KeyringResult, error) {
-	return m.keyOp(ctx, "remove", key, func(km *serf.KeyManager) (*serf.KeyResponse, error) { return km.RemoveKey(key) })
+	return m.keyOp(ctx, "remove", key, func(km *serf.KeyManager) (*serf.KeyResponse, error) { return km.RemoveKeyWithOptions(key, keyOpts) })
 }
 
 // ListKeys asks every node which keys it holds, to check a rotation step
 // reached the whole mesh before taking the next one.
 func (m *Mesh) ListKeys(ctx context.Context) (KeyringResult, error) {
-	return m.keyOp(ctx, "list", "", func(km *serf.KeyManager) (*serf.KeyResponse, error) { return km.ListKeys() })
+	return m.keyOp(ctx, "list", "", func(km *serf.KeyManager) (*serf.KeyResponse, error) { return km.ListKeysWithOptions(keyOpts) })
 }
 
-// keyOp runs one serf key query. serf's calls block for the query timeout
-// and take no context, so the call runs on a tracked goroutine and the
-// caller may stop waiting; Close still waits for it (bounded by serf's
-// query timeout).
+// keyOp runs one serf key query, again while some live node did not
+// answer in time and none refused (the four operations are idempotent), so
+// a busy node or a lost packet does not fail a rotation step. serf's calls
+// block for the query timeout and take no context, so each runs on a
+// tracked goroutine and the caller may stop waiting; Close still waits for
+// it (bounded by serf's query timeout).
 func (m *Mesh) keyOp(ctx context.Context, op, key string, f func(*serf.KeyManager) (*serf.KeyResponse, error)) (KeyringResult, error) {
 	if op != "list" {
 		if _, err := decodeKey(key); err != nil {
@@ -180,6 +188,29 @@ func (m *Mesh) keyOp(ctx context.Context, op, key string, f func(*serf.KeyManage
 	if !m.serf.EncryptionEnabled() {
 		return KeyringResult{}, fmt.Errorf("%w: start the mesh with EncryptKey or a keyring file to rotate keys", ErrEncryptionDisabled)
 	}
+	for attempt := 1; ; attempt++ {
+		out, err := m.keyQuery(ctx, f)
+		if err == nil {
+			m.log.Info("keyring operation done", "op", op, "nodes", out.Nodes, "attempt", attempt)
+			return out, nil
+		}
+		if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+			return out, fmt.Errorf("regions: keyring %s: %w", op, err)
+		}
+		if out.Errors > 0 || out.Responses >= out.Nodes || attempt == keyOpAttempts {
+			m.log.Warn("keyring operation failed", "op", op, "err", err, "messages", out.Messages, "attempt", attempt)
+			return out, fmt.Errorf("%w: %s: %v %v", ErrKeyring, op, err, out.Messages)
+		}
+		m.log.Info("keyring operation: some nodes did not answer in time; asking again",
+			"op", op, "answered", out.Responses, "nodes", out.Nodes, "attempt", attempt)
+	}
+}
+
+// keyOpAttempts bounds how often a key query is repeated for missing
+// answers.
+const keyOpAttempts = 5
+
+func (m *Mesh) keyQuery(ctx context.Context, f func(*serf.KeyManager) (*serf.KeyResponse, error)) (KeyringResult, error) {
 	type result struct {
 		resp *serf.KeyResponse
 		err  error
@@ -193,9 +224,9 @@ func (m *Mesh) keyOp(ctx context.Context, op, key string, f func(*serf.KeyManage
 	}
 	select {
 	case <-ctx.Done():
-		return KeyringResult{}, fmt.Errorf("regions: keyring %s: %w", op, ctx.Err())
+		return KeyringResult{}, ctx.Err()
 	case r := <-done:
-		out := KeyringResult{}
+		var out KeyringResult
 		if r.resp != nil {
 			out = KeyringResult{
 				Nodes:       r.resp.NumNodes,
@@ -206,11 +237,6 @@ func (m *Mesh) keyOp(ctx context.Context, op, key string, f func(*serf.KeyManage
 				PrimaryKeys: r.resp.PrimaryKeys,
 			}
 		}
-		if r.err != nil {
-			m.log.Warn("keyring operation incomplete", "op", op, "err", r.err, "messages", out.Messages)
-			return out, fmt.Errorf("%w: %s: %v %v", ErrKeyring, op, r.err, out.Messages)
-		}
-		m.log.Info("keyring operation done", "op", op, "nodes", out.Nodes)
-		return out, nil
+		return out, r.err
 	}
 }

@@ -42,8 +42,14 @@ func TestKeyringRotation(t *testing.T) {
 	step("use", func() (KeyringResult, error) { return eu.m.UseKey(ctx, key2) })
 
 	// Every node refuses to remove the key it encrypts with.
-	if res, err := ap.m.RemoveKey(ctx, key2); !errors.Is(err, ErrKeyring) || res.Errors != 3 {
+	res, err := ap.m.RemoveKey(ctx, key2)
+	if !errors.Is(err, ErrKeyring) || res.Errors == 0 {
 		t.Errorf("removing the key in use: %+v, %v", res, err)
+	}
+	for node, msg := range res.Messages {
+		if !strings.Contains(msg, "primary key") {
+			t.Errorf("%s refused for another reason: %s", node, msg)
+		}
 	}
 	step("remove", func() (KeyringResult, error) { return ap.m.RemoveKey(ctx, key1) })
 	res = step("list", func() (KeyringResult, error) { return us.m.ListKeys(ctx) })

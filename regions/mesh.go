@@ -671,9 +671,20 @@ func (m *Mesh) UpdateAdvertise(ctx context.Context, a Advertise) error {
 	case <-ctx.Done():
 		return fmt.Errorf("regions: updating tags: %w", ctx.Err())
 	case err := <-done:
+		if err != nil && err.Error() == updateTimeoutMsg {
+			// The tags are set; the broadcast is only slower than
+			// LeaveTimeout, and push/pull will carry them anyway.
+			m.log.Warn("new tags are spreading slowly", "timeout", m.cfg.LeaveTimeout)
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("regions: updating tags: %w", err)
 		}
 		return nil
 	}
 }
+
+// updateTimeoutMsg is memberlist's UpdateNode error when the broadcast of
+// the new metadata is still queued at the timeout (memberlist.go; the
+// error has no type to test for).
+const updateTimeoutMsg = "timeout waiting for update broadcast"

@@ -56,7 +56,7 @@ func TestThreeRegionsSeeEachOther(t *testing.T) {
 					return fmt.Errorf("%s does not see %s", o.cfg.NodeName, want.cfg.NodeName)
 				}
 				wantTags := Tags{Region: want.cfg.Region, Rack: want.cfg.Rack, ID: want.m.ID(), Advertise: want.cfg.Advertise}
-				if got.Tags != wantTags || got.State != StateAlive || got.Addr != want.addr() {
+				if got.Tags != wantTags || !got.State.Up() || got.Addr != want.addr() {
 					return fmt.Errorf("%s sees %+v, want %+v alive at %s", o.cfg.NodeName, got, wantTags, want.addr())
 				}
 				if rn := dir.Region(want.cfg.Region); len(rn) != 1 || rn[0].Name != want.cfg.NodeName {
@@ -140,7 +140,7 @@ func TestThreeRegionsSeeEachOther(t *testing.T) {
 	}
 	for _, r := range view.Regions {
 		n := r.Nodes[0]
-		if r.NodesUp != 1 || n.State != "alive" || n.GossipAddr == "" || n.QUICAddr == "" || n.KafkaAddr == "" ||
+		if r.NodesUp != 1 || (n.State != "alive" && n.State != "suspect") || n.GossipAddr == "" || n.QUICAddr == "" || n.KafkaAddr == "" ||
 			n.PulsarAddr == "" || n.HTTPAddr == "" || !strings.HasPrefix(n.Version, "test-") || len(n.ID) != idLen ||
 			n.StateSince.IsZero() || r.Local != (r.Name == "us") || n.Local != r.Local {
 			t.Errorf("snapshot region %s: %+v in %s", r.Name, r, raw)
@@ -198,12 +198,12 @@ func TestKilledNodeFailsWithinBound(t *testing.T) {
 		if took > bound {
 			t.Errorf("%s: detection took %v, over the bound %v computed from the timings", s.observer, took, bound)
 		}
-		if s.kinds[0] == EventSuspect {
+		if len(s.kinds) >= 2 && s.kinds[len(s.kinds)-2] == EventSuspect {
 			suspected = true
 		}
 	}
 	// Some node's probe has to fail first and start the suspicion, and
-	// that node reports the peer suspect before failed.
+	// that node reports the peer suspect right before failed.
 	if !suspected {
 		t.Errorf("no observer reported n-ap suspect before failed")
 	}

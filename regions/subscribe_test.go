@@ -104,20 +104,17 @@ func checkChain(t *testing.T, start Directory, events []Event) {
 	}
 }
 
-// kindsOf lists the event kinds for one node, dropping suspicions that
-// were cleared (a loaded machine may miss a probe).
+// kindsOf lists the event kinds for one node, leaving out suspicions and
+// their ends: a loaded machine may miss a probe at any time, and
+// checkChain already holds those events to the rules.
 func kindsOf(events []Event, name string) string {
 	var ks []string
 	for _, ev := range events {
-		if ev.Node.Name == name {
+		if ev.Node.Name == name && ev.Kind != EventSuspect && ev.Kind != EventAlive {
 			ks = append(ks, ev.Kind.String())
 		}
 	}
-	s := " " + strings.Join(ks, " ") + " "
-	for strings.Contains(s, " suspect alive ") {
-		s = strings.Replace(s, " suspect alive ", " ", 1)
-	}
-	return strings.TrimSpace(s)
+	return strings.Join(ks, " ")
 }
 
 func TestSubscriberSeesEachChangeOnce(t *testing.T) {
@@ -162,7 +159,12 @@ func TestSubscriberSeesEachChangeOnce(t *testing.T) {
 	if err := b.m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	allSee(t, 10*time.Second, []*tnode{a}, []string{"b"}, StateLeft)
+	waitFor(t, 10*time.Second, "a sees b gone", func() error {
+		if n, ok := a.m.Directory().Node("b"); ok && n.State.Up() {
+			return fmt.Errorf("b is %s", n.State)
+		}
+		return nil
+	})
 	waitFor(t, 10*time.Second, "b and c reaped", func() error {
 		if n := len(a.m.Directory().Nodes); n != 1 {
 			return fmt.Errorf("a still knows %d nodes", n)
@@ -196,15 +198,21 @@ func TestSubscriberSeesEachChangeOnce(t *testing.T) {
 			t.Errorf("%s: replaying events gives %+v, directory is %+v", s.name, got, want)
 		}
 		if s.name == "mid" {
-			if k := kindsOf(events, "b"); k != "update leave reap" {
+			if k := kindsOf(events, "b"); !strings.HasPrefix(k, "update ") || !strings.HasSuffix(k, " reap") {
 				t.Errorf("mid: b events %q", k)
 			}
 			continue
 		}
-		if k := kindsOf(events, "b"); k != "join update leave reap" {
+		// b leaves gracefully; on a starved machine its leave message can
+		// be lost, and then a sees it fail (and perhaps the leave late).
+		switch k := kindsOf(events, "b"); k {
+		case "join update leave reap":
+		case "join update failed reap", "join update failed leave reap":
+			t.Logf("%s: b's leave was seen as a failure: %q", s.name, k)
+		default:
 			t.Errorf("%s: b events %q", s.name, k)
 		}
-		if k := kindsOf(events, "c"); k != "join failed reap" && k != "join suspect failed reap" {
+		if k := kindsOf(events, "c"); k != "join failed reap" {
 			t.Errorf("%s: c events %q", s.name, k)
 		}
 	}
@@ -212,10 +220,21 @@ func TestSubscriberSeesEachChangeOnce(t *testing.T) {
 	if strings.Contains(a.logs.String(), "repaired the directory") {
 		t.Errorf("serf events were lost:\n%s", a.logs)
 	}
+	// Compare what both subscriptions cover.
+	from := max(dir0.Seq, slowDir.Seq)
+	after := func(evs []Event) []Event {
+		return slices.DeleteFunc(evs, func(ev Event) bool { return ev.Seq <= from })
+	}
 	fastEvents, _ := fast.snapshot()
 	slowEvents, _ := slow.snapshot()
-	if !reflect.DeepEqual(fastEvents, slowEvents) {
-		t.Errorf("fast and slow subscribers saw different events")
+	fastEvents, slowEvents = after(fastEvents), after(slowEvents)
+	if len(fastEvents) != len(slowEvents) {
+		t.Errorf("fast subscriber saw %d events, slow %d", len(fastEvents), len(slowEvents))
+	}
+	for i := range min(len(fastEvents), len(slowEvents)) {
+		if f, s := fastEvents[i], slowEvents[i]; !reflect.DeepEqual(f, s) {
+			t.Errorf("event %d: fast %+v, slow %+v", i, f, s)
+		}
 	}
 
 	cancel()
@@ -241,7 +260,7 @@ func TestStalledSubscriberCannotBlockSerf(t *testing.T) {
 	bcfg.Seeds = []string{a.addr()}
 	b := start(t, bcfg)
 	allSee(t, 10*time.Second, []*tnode{a}, []string{"b"}, StateAlive)
-	const updates = 12
+	const updates = 7 // more than SubscriberBuffer+1 events while stalled
 	for i := range updates {
 		adv := bcfg.Advertise
 		adv.Version = fmt.Sprintf("v%d", i)
