@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +86,11 @@ func start(t *testing.T, cfg Config) *tnode {
 	n.boot()
 	t.Cleanup(func() {
 		n.m.Close()
+		// serf's events arrive through the pump; the repair path is for
+		// events serf dropped, which must not happen here.
+		if strings.Contains(n.logs.String(), "repaired the directory") {
+			t.Errorf("%s needed the repair path: serf events were lost", cfg.NodeName)
+		}
 		if t.Failed() {
 			t.Logf("log of %s:\n%s", cfg.NodeName, n.logs)
 		}

@@ -86,7 +86,8 @@ type Config struct {
 	RejoinAfterLeave bool
 
 	// LeaveTimeout bounds the graceful leave in Close; after it the node
-	// shuts down regardless and peers detect it as failed. Default 5s.
+	// shuts down regardless and peers may see it fail instead of leave.
+	// Half of it bounds the wait for a tag update's broadcast. Default 5s.
 	LeaveTimeout time.Duration
 
 	// SubscriberBuffer is how many undelivered events a subscriber may

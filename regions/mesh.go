@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,38 +63,6 @@ type Mesh struct {
 	}
 	closeOnce sync.Once
 	closeErr  error
-}
-
-// intake queues serf events and suspicion hints for the run goroutine
-// without ever blocking the producer.
-type intake struct {
-	mu    sync.Mutex
-	items []any
-	wake  chan struct{}
-}
-
-func (q *intake) push(item any) {
-	q.mu.Lock()
-	q.items = append(q.items, item)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *intake) take() []any {
-	q.mu.Lock()
-	items := q.items
-	q.items = nil
-	q.mu.Unlock()
-	return items
-}
-
-// suspectHint is memberlist saying it suspects a peer.
-type suspectHint struct {
-	name string
-	at   time.Time
 }
 
 // New validates cfg, binds the gossip port, starts serf and, when Seeds are
@@ -238,7 +204,11 @@ func (m *Mesh) serfConfig(stdLog *log.Logger, keyring *memberlist.Keyring, bindH
 	sc.ReapInterval, sc.ReconnectInterval = t.ReapInterval, t.ReconnectInterval
 	sc.ReconnectTimeout, sc.TombstoneTimeout = t.ReconnectTimeout, t.TombstoneTimeout
 	sc.LeavePropagateDelay = t.LeavePropagateDelay
-	sc.BroadcastTimeout = m.cfg.LeaveTimeout
+	// serf's Leave waits up to BroadcastTimeout twice (its own leave
+	// message, then memberlist's); halving keeps the leave within
+	// LeaveTimeout plus LeavePropagateDelay. It also bounds the wait for
+	// a tag update's broadcast.
+	sc.BroadcastTimeout = m.cfg.LeaveTimeout / 2
 	sc.RejoinAfterLeave = m.cfg.RejoinAfterLeave
 	sc.KeyringFile = m.keyring
 	sc.ValidateNodeNames = true
@@ -267,177 +237,10 @@ func (m *Mesh) goTracked(f func()) bool {
 	return true
 }
 
-// pump moves serf's events into the intake as fast as they come, so serf
-// never waits on us.
-func (m *Mesh) pump() {
-	defer m.coreWG.Done()
-	for {
-		select {
-		case ev := <-m.events:
-			m.intake.push(ev)
-		case <-m.stopRun:
-			for {
-				select {
-				case ev := <-m.events:
-					m.intake.push(ev)
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-// run owns the directory: it applies serf events and suspicion hints,
-// clears suspicions that ended, and repairs lost events.
-func (m *Mesh) run() {
-	defer m.coreWG.Done()
-	ticker := time.NewTicker(m.tick)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-m.intake.wake:
-			m.drain()
-		case now := <-ticker.C:
-			m.drain()
-			m.housekeep(now)
-		case <-m.stopRun:
-			// The pump may still be moving its last events; apply
-			// whatever reached the intake.
-			m.drain()
-			return
-		}
-	}
-}
-
-func (m *Mesh) drain() {
-	items := m.intake.take()
-	if len(items) == 0 {
-		return
-	}
-	now := time.Now()
-	var n int
-	for _, it := range items {
-		if _, ok := it.(suspectHint); ok {
-			n = m.serf.NumNodes()
-			break
-		}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	d := m.mu.dir
-	var out []Event
-	for _, it := range items {
-		switch it := it.(type) {
-		case serf.MemberEvent:
-			for _, mem := range it.Members {
-				node := m.nodeOf(mem)
-				switch it.Type {
-				case serf.EventMemberJoin:
-					out = append(out, d.join(node, now)...)
-				case serf.EventMemberUpdate:
-					out = append(out, d.update(node, now)...)
-				case serf.EventMemberFailed:
-					out = append(out, d.fail(node, now)...)
-				case serf.EventMemberLeave:
-					out = append(out, d.leave(node, now)...)
-				case serf.EventMemberReap:
-					out = append(out, d.reap(node.Name, now)...)
-				}
-			}
-		case suspectHint:
-			deadline := it.at.Add(m.cfg.Timings.SuspicionMaxTimeout(max(n, len(d.nodes))) + m.cfg.Timings.ProbeInterval)
-			out = append(out, d.suspect(it.name, now, deadline, m.coordAny(it.name))...)
-		}
-		// User events and queries are not used by the mesh.
-	}
-	m.commitLocked(out)
-}
-
-// nodeOf converts a serf member, logging a tag problem once per change.
-func (m *Mesh) nodeOf(mem serf.Member) Node {
-	node, err := nodeFrom(memberInfo{Name: mem.Name, Addr: joinHostPort(mem.Addr, mem.Port), Tags: mem.Tags})
-	d := m.mu.dir
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	if d.tagErrs[mem.Name] != msg {
-		d.tagErrs[mem.Name] = msg
-		if err != nil {
-			m.log.Warn("peer publishes malformed tags; the bad fields are ignored", "peer", mem.Name, "err", err)
-		}
-	}
-	return node
-}
-
-func (m *Mesh) housekeep(now time.Time) {
-	m.mu.Lock()
-	out := m.mu.dir.checkSuspects(now, m.coordAny)
-	m.commitLocked(out)
-	m.mu.Unlock()
-
-	if now.Sub(m.lastRecon) < m.grace/2 {
-		return
-	}
-	m.lastRecon = now
-	members := m.serf.Members()
-	views := make([]serfView, 0, len(members))
-	for _, mem := range members {
-		var st State
-		switch mem.Status {
-		case serf.StatusAlive, serf.StatusLeaving:
-			st = StateAlive
-		case serf.StatusFailed:
-			st = StateFailed
-		case serf.StatusLeft:
-			st = StateLeft
-		default:
-			continue
-		}
-		views = append(views, serfView{info: memberInfo{Name: mem.Name, Addr: joinHostPort(mem.Addr, mem.Port), Tags: mem.Tags}, state: st})
-	}
-	// Events serf emitted before Members() was read may still be in its
-	// channels; reconcile only repairs differences older than grace.
-	m.drain()
-	m.mu.Lock()
-	out, repaired := m.mu.dir.reconcile(views, time.Now(), m.grace)
-	if len(repaired) > 0 {
-		m.log.Warn("repaired the directory from serf's member list; serf dropped events", "peers", repaired)
-	}
-	m.commitLocked(out)
-	m.mu.Unlock()
-}
-
-// commitLocked logs and publishes applied events.
-func (m *Mesh) commitLocked(out []Event) {
-	if len(out) == 0 {
-		return
-	}
-	for _, ev := range out {
-		lvl := slog.LevelInfo
-		if ev.Kind == EventFailed || ev.Kind == EventSuspect {
-			lvl = slog.LevelWarn
-		}
-		m.log.Log(context.Background(), lvl, "mesh member "+ev.Kind.String(), "peer", ev.Node.Name,
-			"region", ev.Node.Region, "state", ev.Node.State, "prev", ev.Prev, "addr", ev.Node.Addr)
-		if ev.Node.Name != m.cfg.NodeName && ev.Node.State.Up() {
-			m.markJoined()
-		}
-	}
-	m.publishLocked(out)
-}
-
-func (m *Mesh) markJoined() {
-	m.joinedOnce.Do(func() {
-		m.joinErr.Store(nil)
-		close(m.joined)
-	})
-}
-
-// Close leaves the mesh gracefully (bounded by Config.LeaveTimeout), shuts
-// serf down, ends every subscription and waits for every goroutine the
-// mesh started. It is safe to call more than once.
+// Close leaves the mesh gracefully, shuts serf down, ends every
+// subscription and waits for every goroutine the mesh started; it takes at
+// most about Config.LeaveTimeout plus Timings.LeavePropagateDelay. It is
+// safe to call more than once.
 func (m *Mesh) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.shutdown(true) })
 	return m.closeErr
@@ -486,147 +289,6 @@ func (m *Mesh) shutdown(graceful bool) error {
 	return errors.Join(errs...)
 }
 
-// join runs one round of join attempts against seeds.
-func (m *Mesh) join(seeds []string) (int, error) {
-	var targets []string
-	for _, s := range seeds {
-		if s != m.gossipAddr {
-			targets = append(targets, s)
-		}
-	}
-	if len(targets) == 0 {
-		return 0, nil
-	}
-	m.guard.takeLast()
-	n, err := m.serf.Join(targets, true)
-	if n > 0 && m.serf.Memberlist().NumMembers() < 2 {
-		// Every seed that answered was this node itself (a seed list
-		// shared by all nodes, under another name for this address).
-		return 0, fmt.Errorf("%w: the seeds %v only led back to this node; list a seed that is another node", ErrJoin, targets)
-	}
-	if n > 0 {
-		if err != nil {
-			m.log.Warn("joined the mesh, but some seeds did not answer", "joined", n, "err", err)
-		}
-		return n, nil
-	}
-	if gerr := m.guard.takeLast(); gerr != nil {
-		return 0, fmt.Errorf("%w: %w", ErrJoin, gerr)
-	}
-	hint := "check the seeds are running and reachable over TCP and UDP, and use the same MeshName"
-	if m.serf.EncryptionEnabled() {
-		hint += " and a gossip key in common (a seed drops the connection of a node whose gossip it cannot decrypt)"
-	} else {
-		hint += "; if the mesh encrypts gossip, set EncryptKey"
-	}
-	return 0, fmt.Errorf("%w: no seed of %v answered: %s; %s", ErrJoin, targets, flatten(err), hint)
-}
-
-// flatten turns memberlist's multi-line error lists into one line.
-func flatten(err error) string {
-	if err == nil {
-		return "no answer"
-	}
-	var parts []string
-	for _, line := range strings.Split(err.Error(), "\n") {
-		line = strings.TrimPrefix(strings.TrimSpace(line), "* ")
-		if line == "" || strings.HasSuffix(line, "occurred:") {
-			continue
-		}
-		parts = append(parts, line)
-	}
-	return strings.Join(parts, "; ")
-}
-
-// Join joins the mesh through the given gossip addresses now, besides the
-// background loop over Config.Seeds. It returns how many nodes answered.
-func (m *Mesh) Join(ctx context.Context, seeds ...string) (int, error) {
-	for i, s := range seeds {
-		if err := checkHostPort(fmt.Sprintf("seeds[%d]", i), s, false, false); err != nil {
-			return 0, err
-		}
-	}
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
-	if !m.goTracked(func() {
-		n, err := m.join(seeds)
-		done <- result{n, err}
-	}) {
-		return 0, ErrClosed
-	}
-	select {
-	case <-ctx.Done():
-		return 0, fmt.Errorf("%w: %w", ErrJoin, ctx.Err())
-	case r := <-done:
-		if r.err != nil {
-			return 0, r.err
-		}
-		if r.n > 0 {
-			m.markJoined()
-		}
-		return r.n, nil
-	}
-}
-
-// joinLoop tries the seeds until one answers or the mesh closes, waiting
-// between rounds with exponential backoff and full jitter in the upper
-// half (so restarted fleets do not retry in lockstep).
-func (m *Mesh) joinLoop() {
-	delay := m.cfg.JoinRetryMin
-	for attempt := 1; ; attempt++ {
-		n, err := m.join(m.cfg.Seeds)
-		if err == nil && n > 0 {
-			m.log.Info("joined the mesh", "nodes_answered", n, "attempt", attempt)
-			m.markJoined()
-			return
-		}
-		if err != nil {
-			m.joinErr.Store(&err)
-		}
-		wait := delay/2 + rand.N(delay/2+1)
-		m.log.Warn("join failed; retrying", "attempt", attempt, "retry_in", wait, "err", err)
-		delay = min(2*delay, m.cfg.JoinRetryMax)
-		timer := time.NewTimer(wait)
-		select {
-		case <-m.joinCtx.Done():
-			timer.Stop()
-			return
-		case <-m.joined:
-			// A peer joined us, or the snapshot rejoin worked.
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-	}
-}
-
-// WaitJoined blocks until this node is in a mesh with at least one other
-// live node (through Seeds, Join, its snapshot, or a peer joining it), and
-// returns at once for a node configured without seeds. If ctx ends first,
-// the error includes the last join failure, which says why.
-func (m *Mesh) WaitJoined(ctx context.Context) error {
-	select {
-	case <-m.joined:
-		return nil
-	case <-ctx.Done():
-		if p := m.joinErr.Load(); p != nil {
-			return fmt.Errorf("%w (waited: %w)", *p, ctx.Err())
-		}
-		return fmt.Errorf("%w: %w", ErrJoin, ctx.Err())
-	}
-}
-
-// LastJoinError is the last failure of the background join loop, or nil.
-func (m *Mesh) LastJoinError() error {
-	if p := m.joinErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 // Directory returns a consistent copy of the region directory.
 func (m *Mesh) Directory() Directory {
 	m.mu.RLock()
@@ -673,8 +335,8 @@ func (m *Mesh) UpdateAdvertise(ctx context.Context, a Advertise) error {
 	case err := <-done:
 		if err != nil && err.Error() == updateTimeoutMsg {
 			// The tags are set; the broadcast is only slower than
-			// LeaveTimeout, and push/pull will carry them anyway.
-			m.log.Warn("new tags are spreading slowly", "timeout", m.cfg.LeaveTimeout)
+			// LeaveTimeout/2, and push/pull will carry them anyway.
+			m.log.Warn("new tags are spreading slowly", "timeout", m.cfg.LeaveTimeout/2)
 			return nil
 		}
 		if err != nil {
