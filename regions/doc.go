@@ -34,7 +34,10 @@
 // rejoins the peers it knew, without seeds, as the same identity. A join
 // that finds the same name under another identity fails with ErrNameInUse
 // (the merge delegate refuses it); serf's own name-conflict resolution,
-// which shuts the losing node's serf down, is disabled.
+// which shuts the losing node's serf down, is disabled. A node restarted at
+// another gossip address is refused by memberlist until its old address is
+// forgotten, about Timings.GossipToTheDead after it failed; keep BindAddr
+// fixed across restarts.
 //
 // # The directory and its events
 //

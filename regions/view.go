@@ -39,18 +39,29 @@ type RegionSnapshot struct {
 
 // NodeSnapshot is one node in a Snapshot.
 type NodeSnapshot struct {
-	Name       string    `json:"name"`
-	ID         string    `json:"id,omitempty"`
-	Local      bool      `json:"local,omitempty"`
-	State      State     `json:"state"`
+	// Name is the node's unique name.
+	Name string `json:"name"`
+	// ID is the node's persistent identity.
+	ID string `json:"id,omitempty"`
+	// Local marks the node serving this snapshot.
+	Local bool `json:"local,omitempty"`
+	// State is alive, suspect, failed or left.
+	State State `json:"state"`
+	// StateSince is when this node saw the state begin.
 	StateSince time.Time `json:"state_since"`
-	Rack       string    `json:"rack,omitempty"`
-	GossipAddr string    `json:"gossip_addr"`
-	QUICAddr   string    `json:"quic_addr,omitempty"`
-	KafkaAddr  string    `json:"kafka_addr,omitempty"`
-	PulsarAddr string    `json:"pulsar_addr,omitempty"`
-	HTTPAddr   string    `json:"http_addr,omitempty"`
-	Version    string    `json:"version,omitempty"`
+	// Rack is the node's rack or zone, if any.
+	Rack string `json:"rack,omitempty"`
+	// GossipAddr is the node's serf address, ip:port.
+	GossipAddr string `json:"gossip_addr"`
+	// QUICAddr is where replication dials the node.
+	QUICAddr string `json:"quic_addr,omitempty"`
+	// KafkaAddr, PulsarAddr and HTTPAddr are the client addresses the node
+	// advertises.
+	KafkaAddr  string `json:"kafka_addr,omitempty"`
+	PulsarAddr string `json:"pulsar_addr,omitempty"`
+	HTTPAddr   string `json:"http_addr,omitempty"`
+	// Version is the node's tern version.
+	Version string `json:"version,omitempty"`
 	// RTTMs is the estimated round trip from this node, in milliseconds;
 	// absent for this node and until a coordinate exists.
 	RTTMs *float64 `json:"rtt_ms,omitempty"`
