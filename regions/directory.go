@@ -34,6 +34,17 @@ func (s State) String() string {
 // MarshalText makes states readable in JSON.
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads a state back from JSON (clients of the admin API).
+func (s *State) UnmarshalText(b []byte) error {
+	for i, n := range stateNames {
+		if n != "" && n == string(b) {
+			*s = State(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("regions: unknown node state %q", b)
+}
+
 // Up reports whether the node is reachable as far as membership knows
 // (alive, or suspect but not yet declared failed).
 func (s State) Up() bool { return s == StateAlive || s == StateSuspect }

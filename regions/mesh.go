@@ -246,6 +246,14 @@ func (m *Mesh) Close() error {
 	return m.closeErr
 }
 
+// Abort stops the mesh without leaving: to the peers it looks like a
+// crash, and they detect the failure. Tests use it to kill a node; it is
+// safe to call more than once, and after Close.
+func (m *Mesh) Abort() error {
+	m.closeOnce.Do(func() { m.closeErr = m.shutdown(false) })
+	return m.closeErr
+}
+
 // shutdown stops the mesh; graceful=false skips the leave, which is what a
 // crash looks like to the peers.
 func (m *Mesh) shutdown(graceful bool) error {
