@@ -2,8 +2,8 @@ package configs
 
 import (
 	"bytes"
-	"encoding/base64"
 	_ "embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
