@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -111,4 +112,88 @@ func meshNode(t *testing.T, from *testcluster.Node, name string) regions.NodeSna
 		}
 	}
 	return regions.NodeSnapshot{}
+}
+
+// TestDevMeshCommand runs `tern dev mesh`, asks `tern status --json` of the
+// node it names, and stops the mesh with SIGINT.
+func TestDevMeshCommand(t *testing.T) {
+	bin := buildTern(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "dev", "mesh", "--regions", "us,eu,edge", "--data-dir", dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 100)
+	go func() {
+		buf := make([]byte, 4096)
+		var acc string
+		for {
+			n, err := stdout.Read(buf)
+			acc += string(buf[:n])
+			for {
+				i := strings.IndexByte(acc, '\n')
+				if i < 0 {
+					break
+				}
+				lines <- acc[:i]
+				acc = acc[i+1:]
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	var url string
+	deadline := time.After(60 * time.Second)
+	for url == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("dev mesh exited early; stderr:\n%s", stderr.String())
+			}
+			if strings.HasPrefix(l, "try: tern status --url ") {
+				url = strings.TrimPrefix(l, "try: tern status --url ")
+			}
+		case <-deadline:
+			t.Fatalf("dev mesh printed no address within 60s; stderr:\n%s", stderr.String())
+		}
+	}
+	out, err := exec.Command(bin, "status", "--json", "--url", url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	var rep struct {
+		Mesh regions.Snapshot `json:"mesh"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rep.Mesh.Regions {
+		for _, n := range r.Nodes {
+			names = append(names, r.Name+":"+n.Name+":"+n.State.String())
+		}
+	}
+	if got := strings.Join(names, ","); got != "edge:edge-1:alive,eu:eu-1:alive,us:us-1:alive" {
+		t.Fatalf("status lists %s", got)
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dev mesh exited with %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev mesh did not stop within 30s of SIGINT")
+	}
 }
