@@ -96,6 +96,11 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 // producer and the namespace enables it, replication dedup when the
 // envelope has an origin region.
 func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) func(int64) ([]localstore.Op, *localstore.AppendResult, error) {
+	if env.OriginRegion != "" {
+		// A replicated entry: layer 3 only. Its producer's sequence state
+		// (layers 1 and 2) belongs to the origin region.
+		return n.replicationGuard(pid, h, env)
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/ternmq/tern/configs"
 	"github.com/ternmq/tern/proxy"
 	"github.com/ternmq/tern/regions"
+	"github.com/ternmq/tern/replicator"
 )
 
 // Cluster is a set of in-process nodes.
@@ -21,6 +22,7 @@ type Cluster struct {
 	t     testing.TB
 	mu    sync.Mutex
 	nodes []*Node
+	cuts  map[[2]string]bool // replication links cut by Partition
 }
 
 // Node is one in-process node of a Cluster.
@@ -31,8 +33,9 @@ type Node struct {
 	// Config is the node's configuration, with concrete loopback ports.
 	Config configs.Node
 
-	mu   sync.Mutex
-	node *proxy.Node
+	mu      sync.Mutex
+	node    *proxy.Node
+	meshUDP *replicator.SeverableConn // the running node's replication socket
 }
 
 // Spec describes a node to start.
@@ -78,6 +81,7 @@ func (c *Cluster) Add(s Spec) *Node {
 	cfg.Mesh.GossipAddr = freeTCP(c.t)
 	cfg.Mesh.MeshAddr = freeUDP(c.t)
 	cfg.Log.Level = "warn"
+	replicationDefaults(&cfg)
 	// Every node joins the mesh through the cluster's first node.
 	if first := c.Nodes(); len(first) > 0 {
 		cfg.Mesh.Join = []string{first[0].Config.Mesh.GossipAddr}
@@ -120,7 +124,9 @@ func logger() *slog.Logger {
 func (n *Node) start() {
 	n.c.t.Helper()
 	timings := FastTimings()
-	node, err := proxy.New(n.Config, proxy.Options{Logger: logger().With("node", n.Name), Version: "test", MeshTimings: &timings})
+	opts := proxy.Options{Logger: logger().With("node", n.Name), Version: "test", MeshTimings: &timings}
+	n.replicationOptions(&opts)
+	node, err := proxy.New(n.Config, opts)
 	if err != nil {
 		n.c.t.Fatalf("node %s: %v", n.Name, err)
 	}
