@@ -209,5 +209,4 @@ func (n *Node) replicationGuard(pid localstore.PartitionID, h *protocols.BatchHe
 	}
 }
 
-
 var _ replicator.Host = (*Node)(nil)

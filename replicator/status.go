@@ -52,15 +52,15 @@ type StreamStatus struct {
 
 // InboundStatus is one partition stream received from one node.
 type InboundStatus struct {
-	Topic       string `json:"topic"`
-	Partition   int    `json:"partition"`
-	FromNode    string `json:"from_node"`
-	FromRegion  string `json:"from_region"`
-	Open        bool   `json:"open"`
-	Opens       uint64 `json:"opens"`
-	Entries     uint64 `json:"entries"`
-	Messages    uint64 `json:"messages"`
-	Bytes       uint64 `json:"bytes"`
+	Topic      string `json:"topic"`
+	Partition  int    `json:"partition"`
+	FromNode   string `json:"from_node"`
+	FromRegion string `json:"from_region"`
+	Open       bool   `json:"open"`
+	Opens      uint64 `json:"opens"`
+	Entries    uint64 `json:"entries"`
+	Messages   uint64 `json:"messages"`
+	Bytes      uint64 `json:"bytes"`
 	// Duplicates counts entries dropped by dedup (copies already held); Looped counts entries
 	// that had already passed through this region.
 	Duplicates  uint64     `json:"duplicates"`
