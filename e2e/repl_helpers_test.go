@@ -261,3 +261,55 @@ func waitCaughtUp(t *testing.T, n *testcluster.Node, timeout time.Duration) {
 		return len(st.Streams) > 0
 	})
 }
+
+// produceMany appends entries of perEntry messages each, named origin/tag-NNNNNN from `from`,
+// keeping up to 64 appends in flight so they share fsyncs. It returns the values in order.
+func produceMany(t *testing.T, n *testcluster.Node, p protocols.Partition, origin, tag string, from, entries, perEntry int) []string {
+	t.Helper()
+	ctx := context.Background()
+	var all []string
+	var pending []protocols.PendingProduce
+	flush := func() {
+		for _, pp := range pending {
+			if _, err := pp.Wait(); err != nil {
+				t.Fatalf("produce to %s on %s: %v", p.Name(), n.Name, err)
+			}
+		}
+		pending = pending[:0]
+	}
+	for i := 0; i < entries; i++ {
+		vals := seq(origin, tag, from+i*perEntry, perEntry)
+		msgs := make([]protocols.Message, len(vals))
+		for j, v := range vals {
+			msgs[j] = protocols.Message{Timestamp: time.Now().UnixMilli(), Key: []byte(v), Value: []byte(v)}
+		}
+		b, err := protocols.AppendBatch(nil, protocols.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, msgs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pp, err := n.Proxy().StartProduce(ctx, p, protocols.ProduceRequest{Batch: b})
+		if err != nil {
+			t.Fatalf("produce to %s on %s: %v", p.Name(), n.Name, err)
+		}
+		pending = append(pending, pp)
+		all = append(all, vals...)
+		if len(pending) == 64 {
+			flush()
+		}
+	}
+	flush()
+	return all
+}
+
+// hw is a partition's high watermark on a node (-1 if it does not exist there yet).
+func hw(n *testcluster.Node, p protocols.Partition) int64 {
+	px := n.Proxy()
+	if px == nil {
+		return -1
+	}
+	o, err := px.Offsets(context.Background(), p)
+	if err != nil {
+		return -1
+	}
+	return o.HighWatermark
+}
