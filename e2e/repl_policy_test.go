@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -248,4 +249,44 @@ func TestReplReplicateTo(t *testing.T) {
 	checkExactlyOnce(t, "eu", waitCount(t, eu, p, 3, 20*time.Second), map[string][]string{"us": {"us/all-1", "us/eu-only", "us/all-2"}})
 	checkExactlyOnce(t, "ap", waitCount(t, ap, p, 3, 20*time.Second), map[string][]string{"us": {"us/all-1", "us/ap-only", "us/all-2"}})
 	waitCaughtUp(t, us, 10*time.Second) // filtered entries do not leave a lag behind
+}
+
+// TestReplStatusCLI: `tern status` shows the replication section: health, links and streams,
+// in the table and in --json.
+func TestReplStatusCLI(t *testing.T) {
+	bin := buildTern(t)
+	c, name := twoRegions(t, "cli")
+	us, eu := c.Node(0), c.Node(1)
+	p := protocols.Partition{Topic: name, Index: 1}
+	vals := produceMany(t, us, p, "us", "c", 0, 3, 2)
+	waitCount(t, eu, p, len(vals), 20*time.Second)
+	waitCaughtUp(t, us, 10*time.Second)
+	out, err := exec.Command(bin, "status", "--url", us.HTTPURL()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tern status: %v\n%s", err, out)
+	}
+	for _, w := range []string{"replication: healthy", "LINK", "eu-1", "public/default/cli", "TOPIC", "active"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("status lacks %q:\n%s", w, out)
+		}
+	}
+	out, err = exec.Command(bin, "status", "--json", "--url", us.HTTPURL()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tern status --json: %v\n%s", err, out)
+	}
+	var rep struct {
+		Replication *replicator.Status `json:"replication"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Replication == nil {
+		t.Fatalf("status JSON: %v\n%s", err, out)
+	}
+	found := false
+	for _, s := range rep.Replication.Streams {
+		if s.Topic == name.String() && s.Partition == 1 && s.Destination == "eu" {
+			found = s.Cursor == int64(len(vals)) && s.LagMessages == 0
+		}
+	}
+	if !found {
+		t.Fatalf("stream of partition 1 to eu missing or lagging: %+v", rep.Replication.Streams)
+	}
 }
