@@ -161,7 +161,9 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 		credit  Credit
 		failed  bool
 	}
-	queue := make(chan started, 4)
+	// The queue is deep: what bounds the work in flight is the credit the sender holds, and
+	// the more batches wait for durability together, the more of them one fsync covers.
+	queue := make(chan started, 256)
 	// The acknowledging goroutine ends rctx when it fails, so a read waiting for entries the
 	// sender will not send (its credit is spent on batches we will never acknowledge) ends too.
 	rctx, rcancel := context.WithCancelCause(ctx)
@@ -171,8 +173,8 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 	go func() {
 		defer wg.Done()
 		failed := false
-		for b := range queue {
-			dup := false
+		// settle waits for one batch; it reports whether a duplicate was among it.
+		settle := func(b started) (dup bool) {
 			for _, pp := range b.pending {
 				r, err := pp.Wait()
 				switch {
@@ -184,7 +186,28 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 					in.ctr.duplicates.Add(1)
 				}
 			}
-			if failed || b.failed {
+			failed = failed || b.failed
+			return dup
+		}
+		for b := range queue {
+			// Take every batch already queued as well: their appends are submitted, so waiting
+			// for them together costs one fsync, and one ACK answers them all.
+			dup := settle(b)
+			end, credit := b.end, b.credit
+		more:
+			for {
+				select {
+				case nb, ok := <-queue:
+					if !ok {
+						break more
+					}
+					dup = settle(nb) || dup
+					end, credit = nb.end, credit.add(nb.credit)
+				default:
+					break more
+				}
+			}
+			if failed {
 				continue // keep waiting for what was started; acknowledge nothing more
 			}
 			if dup {
@@ -196,7 +219,7 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 					continue
 				}
 			}
-			if err := rs.AckAndGrant(b.end, b.credit); err != nil {
+			if err := rs.AckAndGrant(end, credit); err != nil {
 				failed = true
 				rcancel(err)
 				continue

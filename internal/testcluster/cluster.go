@@ -36,6 +36,7 @@ type Node struct {
 	mu      sync.Mutex
 	node    *proxy.Node
 	meshUDP *replicator.SeverableConn // the running node's replication socket
+	plain   bool                      // Spec.PlainMeshSocket
 }
 
 // Spec describes a node to start.
@@ -45,6 +46,9 @@ type Spec struct {
 	Rack   string
 	// Tweak adjusts the configuration before the node starts.
 	Tweak func(*configs.Node)
+	// PlainMeshSocket gives the node a plain UDP socket for replication,
+	// with quic-go's batched I/O, for benchmarks; Partition cannot cut it.
+	PlainMeshSocket bool
 }
 
 // Start starts one node per spec (one node of region "local" when none is
@@ -55,6 +59,9 @@ func Start(t testing.TB, specs ...Spec) *Cluster {
 		specs = []Spec{{}}
 	}
 	c := &Cluster{t: t}
+	// The first TempDir registers its removal; it must run after c.Close
+	// (cleanups run last-registered first), or it races the nodes' writes.
+	_ = t.TempDir()
 	t.Cleanup(c.Close)
 	for i, s := range specs {
 		if s.Name == "" {
@@ -89,7 +96,7 @@ func (c *Cluster) Add(s Spec) *Node {
 	if s.Tweak != nil {
 		s.Tweak(&cfg)
 	}
-	n := &Node{c: c, Name: s.Name, Region: s.Region, Config: cfg}
+	n := &Node{c: c, Name: s.Name, Region: s.Region, Config: cfg, plain: s.PlainMeshSocket}
 	n.start()
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)

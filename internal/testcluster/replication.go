@@ -23,17 +23,8 @@ func replicationDefaults(cfg *configs.Node) {
 
 // replicationOptions gives the node a severable replication socket and fast link timings.
 func (n *Node) replicationOptions(opts *proxy.Options) {
-	opts.MeshConn = func(addr string) (net.PacketConn, error) {
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return nil, err
-		}
-		sc := replicator.NewSeverableConn(pc)
-		n.mu.Lock()
-		n.meshUDP = sc
-		n.mu.Unlock()
-		n.c.applyCuts(n, sc)
-		return sc, nil
+	if !n.plain {
+		opts.MeshConn = n.severableMeshConn
 	}
 	opts.ReplicationTweak = func(t *replicator.Config, e *replicator.EngineConfig) {
 		t.HandshakeTimeout = 3 * time.Second
@@ -45,6 +36,20 @@ func (n *Node) replicationOptions(opts *proxy.Options) {
 		t.ReconnectMax = time.Second
 		e.RetryInitial = 50 * time.Millisecond
 	}
+}
+
+// severableMeshConn is the replication socket of a node that Partition can cut.
+func (n *Node) severableMeshConn(addr string) (net.PacketConn, error) {
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	sc := replicator.NewSeverableConn(pc)
+	n.mu.Lock()
+	n.meshUDP = sc
+	n.mu.Unlock()
+	n.c.applyCuts(n, sc)
+	return sc, nil
 }
 
 // MeshAddr is the node's replication (QUIC) UDP address.
