@@ -34,6 +34,7 @@ type Engine struct {
 	now       func() time.Time
 	policies  *policyStore
 	peers     *peerTable
+	foreign   *foreignRanges
 	transport *Transport
 	members   Membership
 
@@ -77,6 +78,7 @@ func NewEngine(cfg EngineConfig, host Host) (*Engine, error) {
 	}
 	e.policies = newPolicyStore(cfg.Region, &hlcClock{now: cfg.Now})
 	e.peers = newPeerTable(cfg.Region, cfg.NodeName)
+	e.foreign = newForeignRanges()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.mu.senders = map[senderKey]*sender{}
 	e.mu.inbound = map[inboundKey]*inbound{}

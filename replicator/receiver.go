@@ -184,6 +184,8 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 				case err == nil && r.Duplicate:
 					dup = true
 					in.ctr.duplicates.Add(1)
+				case err == nil:
+					e.foreign.add(pid, r.BaseOffset, r.LastOffset+1)
 				}
 			}
 			failed = failed || b.failed

@@ -154,3 +154,42 @@ func FuzzDecodeStreamExtra(f *testing.F) {
 		}
 	})
 }
+
+func TestForeignRanges(t *testing.T) {
+	f := newForeignRanges()
+	f.add(1, 10, 20)
+	f.add(1, 20, 25) // touching: merged
+	f.add(1, 40, 50)
+	f.add(1, 30, 35) // out of order
+	f.add(1, 34, 41) // overlapping two: merged into one
+	f.add(2, 0, 5)
+	for _, tc := range []struct {
+		at   int64
+		to   int64
+		skip bool
+	}{{9, 0, false}, {10, 25, true}, {24, 25, true}, {25, 0, false}, {29, 0, false}, {30, 50, true}, {49, 50, true}, {50, 0, false}} {
+		to, ok := f.skip(1, tc.at)
+		if ok != tc.skip || (ok && to != tc.to) {
+			t.Errorf("skip(%d) = %d %v, want %d %v", tc.at, to, ok, tc.to, tc.skip)
+		}
+	}
+	if to, ok := f.skip(2, 3); !ok || to != 5 {
+		t.Errorf("partition 2: %d %v", to, ok)
+	}
+	f.forget(2)
+	if _, ok := f.skip(2, 3); ok {
+		t.Error("forgotten partition still skips")
+	}
+	for i := range int64(3 * maxForeignRanges) {
+		f.add(3, 2*i, 2*i+1)
+	}
+	if n := len(f.m[3]); n != maxForeignRanges {
+		t.Errorf("%d ranges kept, want %d", n, maxForeignRanges)
+	}
+	if _, ok := f.skip(3, 0); ok {
+		t.Error("the oldest range should have been dropped")
+	}
+	if to, ok := f.skip(3, 2*(3*maxForeignRanges-1)); !ok || to != 2*(3*maxForeignRanges-1)+1 {
+		t.Errorf("newest range: %d %v", to, ok)
+	}
+}

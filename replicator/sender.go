@@ -102,7 +102,7 @@ type sender struct {
 		opens     uint64
 	}
 	ctr struct {
-		entries, messages, bytes, filtered atomic.Uint64
+		entries, messages, bytes, filtered, skipped atomic.Uint64
 	}
 }
 
@@ -163,6 +163,7 @@ func (s *sender) run(ctx context.Context) {
 		}
 		if errors.Is(err, localstore.ErrPartitionNotFound) || errors.Is(err, localstore.ErrTopicNotFound) {
 			s.log.Info("replicator: partition gone; sender stops")
+			s.e.foreign.forget(s.spec.pid)
 			s.e.kickControl()
 			return
 		}
@@ -269,6 +270,14 @@ func (s *sender) session(ctx context.Context, bo *backoff) error {
 	for {
 		if c := context.Cause(sctx); c != nil {
 			return c
+		}
+		if s.spec.originOnly {
+			if to, ok := s.e.foreign.skip(s.spec.pid, next); ok {
+				s.ctr.skipped.Add(uint64(to - next))
+				s.filteredThrough(to)
+				next = to
+				continue
+			}
 		}
 		entries, err := st2.Read(s.spec.pid, next, s.e.cfg.ReadBytes)
 		var oor *protocols.OffsetOutOfRangeError

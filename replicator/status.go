@@ -45,6 +45,9 @@ type StreamStatus struct {
 	SentMessages    uint64 `json:"sent_messages"`
 	SentBytes       uint64 `json:"sent_bytes"`
 	FilteredEntries uint64 `json:"filtered_entries"`
+	// SkippedMessages counts messages of other regions passed over without reading them (a
+	// full mesh sends only what was produced here).
+	SkippedMessages uint64 `json:"skipped_messages"`
 	// LostToRetention counts messages retention removed before they reached the destination.
 	LostToRetention int64  `json:"lost_to_retention"`
 	Opens           uint64 `json:"opens"`
@@ -207,6 +210,7 @@ func (s *sender) status(now time.Time, links map[string]LinkStats) StreamStatus 
 	ss.SentMessages = s.ctr.messages.Load()
 	ss.SentBytes = s.ctr.bytes.Load()
 	ss.FilteredEntries = s.ctr.filtered.Load()
+	ss.SkippedMessages = s.ctr.skipped.Load()
 
 	st := s.e.host.Store()
 	start, hw, err := st.Offsets(s.spec.pid)
