@@ -1,0 +1,87 @@
+package kafka
+
+// AlterConfigs, versions 0-2. As in Kafka the request replaces the topic's
+// whole set of overrides: configs left out return to their defaults. Only
+// topic resources and the configs tern honours can be altered; a broker
+// resource gets INVALID_REQUEST.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/ternmq/tern/protocols"
+)
+
+func init() { register(kmsg.AlterConfigs, 0, 2, handleAlterConfigs) }
+
+func handleAlterConfigs(c *conn, kr kmsg.Request, r *reply) error {
+	req := kr.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, rr := range req.Resources {
+		res := kmsg.NewAlterConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
+			res.ErrorCode = kerr.InvalidRequest.Code
+			res.ErrorMessage = kmsg.StringPtr("only topic configs can be altered")
+			resp.Resources = append(resp.Resources, res)
+			continue
+		}
+		err := c.s.alterTopicConfig(c.ctx, rr.ResourceName, req.ValidateOnly, func(cur map[string]string) (map[string]string, []string, error) {
+			set := map[string]string{}
+			for _, kv := range rr.Configs {
+				if kv.Value == nil {
+					return nil, nil, fmt.Errorf("%w: %s has a null value; leave it out to reset it", protocols.ErrInvalidConfig, kv.Name)
+				}
+				set[kv.Name] = *kv.Value
+			}
+			var remove []string
+			for k := range cur {
+				if _, ok := set[k]; !ok {
+					remove = append(remove, k)
+				}
+			}
+			return set, remove, nil
+		})
+		res.ErrorCode, res.ErrorMessage = errCode(err), errMessage(err)
+		resp.Resources = append(resp.Resources, res)
+	}
+	r.resp = resp
+	return nil
+}
+
+// alterTopicConfig computes a topic's config change from its current
+// overrides and applies it (or only validates it).
+func (s *Server) alterTopicConfig(ctx context.Context, topic string, validateOnly bool, change func(cur map[string]string) (map[string]string, []string, error)) error {
+	name, err := s.topicName(topic)
+	if err != nil {
+		return err
+	}
+	t, err := s.b.Topic(ctx, name)
+	if err != nil {
+		return err
+	}
+	set, remove, err := change(t.Config)
+	if err != nil {
+		return err
+	}
+	if validateOnly {
+		// Validate by applying the values that are already there: the
+		// broker validates every key in set.
+		return s.validateConfig(ctx, set)
+	}
+	return s.b.AlterTopicConfig(ctx, name, set, remove)
+}
+
+// validateConfig checks config values by the names and forms tern accepts.
+func (s *Server) validateConfig(_ context.Context, set map[string]string) error {
+	for k := range set {
+		switch k {
+		case "retention.ms", "retention.bytes", "max.message.bytes", "cleanup.policy":
+		default:
+			return fmt.Errorf("%w: %s: not a topic config tern honours (use retention.ms, retention.bytes, max.message.bytes, cleanup.policy)", protocols.ErrInvalidConfig, k)
+		}
+	}
+	return nil
+}

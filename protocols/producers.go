@@ -1,0 +1,12 @@
+package protocols
+
+import "context"
+
+// ProducerIDs hands out Kafka producer ids (InitProducerId). It is separate
+// from Broker because only the Kafka front end needs it.
+type ProducerIDs interface {
+	// NewProducerID returns a producer id never returned before on this
+	// node, across restarts. Idempotence state is keyed by it, so reuse
+	// would let a new producer be mistaken for an old one.
+	NewProducerID(ctx context.Context) (int64, error)
+}
