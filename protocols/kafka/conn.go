@@ -184,39 +184,54 @@ func (c *conn) release(n int) {
 
 // handle decodes one request frame and runs its handler.
 func (c *conn) handle(frame []byte) (*reply, error) {
-	h, body, err := parseHeader(frame)
+	h, req, fallback, err := decodeRequest(frame)
 	if err != nil {
 		return nil, err
 	}
 	if h.clientID != "" && c.clientID == "" {
 		c.clientID = h.clientID
 	}
+	r := &reply{key: h.key, version: h.version, corr: h.corr, size: len(frame)}
+	if fallback != nil {
+		r.resp = fallback
+		return r, nil
+	}
+	if err := apis[h.key].handle(c, req, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeRequest parses a request frame: its header and its body at the
+// header's version. An ApiVersions request at a version not served gets
+// the fallback response instead of a body; anything else that cannot be
+// served is a protocol violation.
+func decodeRequest(frame []byte) (header, kmsg.Request, kmsg.Response, error) {
+	h, body, err := parseHeader(frame)
+	if err != nil {
+		return h, nil, nil, err
+	}
 	api, ok := apis[h.key]
 	if !ok {
-		return nil, fmt.Errorf("%w: API key %d (%s) is not served", errProtocol, h.key, kmsg.NameForKey(h.key))
+		return h, nil, nil, fmt.Errorf("%w: API key %d (%s) is not served", errProtocol, h.key, kmsg.NameForKey(h.key))
 	}
-	r := &reply{key: h.key, version: h.version, corr: h.corr, size: len(frame)}
 	if h.version < api.min || h.version > api.max {
 		if h.key == kmsg.ApiVersions.Int16() {
-			r.resp = apiVersionsFallback(h.version)
-			return r, nil
+			return h, nil, apiVersionsFallback(h.version), nil
 		}
-		return nil, fmt.Errorf("%w: %s version %d; versions %d to %d are served", errProtocol, kmsg.NameForKey(h.key), h.version, api.min, api.max)
+		return h, nil, nil, fmt.Errorf("%w: %s version %d; versions %d to %d are served", errProtocol, kmsg.NameForKey(h.key), h.version, api.min, api.max)
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
 	if req.IsFlexible() {
 		if body, err = skipHeaderTags(body); err != nil {
-			return nil, err
+			return h, nil, nil, err
 		}
 	}
 	if err := req.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("%w: %s v%d body: %v", errProtocol, kmsg.NameForKey(h.key), h.version, err)
+		return h, nil, nil, fmt.Errorf("%w: %s v%d body: %v", errProtocol, kmsg.NameForKey(h.key), h.version, err)
 	}
-	if err := api.handle(c, req, r); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return h, req, nil, nil
 }
 
 func (c *conn) writeLoop() {
