@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/ternmq/tern/internal/testcluster"
 	"github.com/ternmq/tern/protocols"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // codecs are the compression codecs every client is tested with.
@@ -41,9 +41,9 @@ type ledger struct {
 	mu       sync.Mutex
 	want     int
 	tag      string
-	seen     map[int]int              // index -> times seen
-	lastIdx  map[int32]int            // partition -> last index seen
-	lastOff  map[int32]int64          // partition -> last offset seen
+	seen     map[int]int     // index -> times seen
+	lastIdx  map[int32]int   // partition -> last index seen
+	lastOff  map[int32]int64 // partition -> last offset seen
 	problems []string
 }
 

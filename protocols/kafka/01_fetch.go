@@ -90,6 +90,8 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 			*sp = kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = p.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			// Empty, not null: librdkafka rejects a null record set.
+			sp.RecordBatches = []byte{}
 			part, err := tc.partition(ctx, rt.Topic, p.Partition)
 			if err != nil {
 				sp.ErrorCode = errCode(err)
