@@ -102,12 +102,16 @@ func (c *conn) serve() {
 	_ = c.nc.Close()
 }
 
+// maxSpareFrame bounds the frame buffer a connection keeps for reuse.
+const maxSpareFrame = 16 << 20
+
 // errPeerGone marks the ordinary ends of a connection, not worth a log line.
 var errPeerGone = errors.New("kafka: connection ended")
 
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
+	var spare []byte
 	for {
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
 			return c.readErr(err)
@@ -119,7 +123,17 @@ func (c *conn) readLoop() error {
 		if !c.acquire(int(size)) {
 			return nil
 		}
-		buf := make([]byte, size)
+		// A Produce request's bytes are copied into the log before its
+		// handler returns, so its frame buffer is reused for the next
+		// frame; other requests may keep slices of theirs (group
+		// metadata, assignments) and get a fresh one.
+		var buf []byte
+		if cap(spare) >= int(size) {
+			buf = spare[:size]
+		} else {
+			buf = make([]byte, size)
+		}
+		spare = nil
 		if _, err := io.ReadFull(br, buf); err != nil {
 			if err == io.ErrUnexpectedEOF {
 				return fmt.Errorf("%w: connection ended inside a %d-byte frame", errProtocol, size)
@@ -129,6 +143,9 @@ func (c *conn) readLoop() error {
 		r, err := c.handle(buf)
 		if err != nil {
 			return err
+		}
+		if r.key == kmsg.Produce.Int16() && cap(buf) <= maxSpareFrame {
+			spare = buf
 		}
 		select {
 		case c.queue <- r:
