@@ -61,8 +61,10 @@ func BenchmarkKafkaProduce(b *testing.B) {
 				b.ReportMetric(med[t].p99, t+"-p99-ms")
 			}
 			b.ReportMetric(med["tern"].rps/med["kfake"].rps, "tern/kfake")
-			for _, t := range targets {
-				b.Logf("%s rounds (rec/s): %v", t, rates(res[t]))
+			if b.N >= 1000 { // not the framework's one-record probe
+				for _, t := range targets {
+					b.Logf("%s rounds (rec/s): %v", t, rates(res[t]))
+				}
 			}
 		})
 	}
