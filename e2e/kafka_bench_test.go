@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ternmq/tern/internal/testcluster"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/internal/testcluster"
 )
 
 // BenchmarkKafkaProduce measures franz-go producing 1 KiB records with

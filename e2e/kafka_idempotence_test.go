@@ -3,9 +3,9 @@ package e2e
 import (
 	"testing"
 
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 // idemBatch builds a RecordBatch v2 of n records for producer pid.

@@ -21,9 +21,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 func init() { register(kmsg.Fetch, 4, 12, handleFetch) }

@@ -8,9 +8,9 @@ package kafka
 // one asked for, with that record's timestamp; -1 when none does.
 
 import (
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 func init() { register(kmsg.ListOffsets, 1, 7, handleListOffsets) }

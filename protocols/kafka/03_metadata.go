@@ -14,9 +14,9 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }

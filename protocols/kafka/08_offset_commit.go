@@ -9,9 +9,9 @@ package kafka
 // the topic is deleted.
 
 import (
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 func init() { register(kmsg.OffsetCommit, 2, 8, handleOffsetCommit) }

@@ -9,9 +9,9 @@ package kafka
 import (
 	"context"
 
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 func init() { register(kmsg.OffsetFetch, 1, 8, handleOffsetFetch) }

@@ -13,9 +13,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 func init() { register(kmsg.CreateTopics, 0, 5, handleCreateTopics) }

@@ -9,9 +9,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 func init() { register(kmsg.AlterConfigs, 0, 2, handleAlterConfigs) }

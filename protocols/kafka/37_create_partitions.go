@@ -7,8 +7,8 @@ package kafka
 import (
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/ternmq/tern/protocols"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { register(kmsg.CreatePartitions, 0, 3, handleCreatePartitions) }

@@ -7,9 +7,9 @@ package kafka
 import (
 	"fmt"
 
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/ternmq/tern/protocols"
 )
 
 func init() { register(kmsg.IncrementalAlterConfigs, 0, 1, handleIncrementalAlterConfigs) }

@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/ternmq/tern/protocols"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A connection has one reader goroutine and one writer goroutine. The

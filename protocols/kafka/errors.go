@@ -3,8 +3,8 @@ package kafka
 import (
 	"errors"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/ternmq/tern/protocols"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // errCode maps a broker error to the Kafka error code clients act on.

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/ternmq/tern/protocols"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // requestFrame encodes req as a frame body (no size prefix), as clients do.
