@@ -46,9 +46,11 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 	r.wait = func(ctx context.Context) kmsg.Response {
 		for {
 			wctx, cancel := context.WithDeadline(ctx, deadline)
+			stop := context.AfterFunc(c.s.drain, cancel)
 			err := c.s.b.Wait(wctx, watches)
+			stop()
 			cancel()
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || c.s.drain.Err() != nil {
 				return resp
 			}
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {

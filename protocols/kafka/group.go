@@ -112,13 +112,18 @@ func (co *coordinator) all() []*group {
 	return out
 }
 
+// remove stops g. Whoever takes a group out of the map closes its stop
+// channel, so it is closed once.
 func (co *coordinator) remove(g *group) {
 	co.mu.Lock()
-	if co.mu.groups[g.id] == g {
+	mine := co.mu.groups[g.id] == g
+	if mine {
 		delete(co.mu.groups, g.id)
 	}
 	co.mu.Unlock()
-	close(g.stop)
+	if mine {
+		close(g.stop)
+	}
 }
 
 func (co *coordinator) close() {
@@ -197,6 +202,13 @@ func (g *group) run() {
 			g.tick()
 		case <-g.stop:
 			g.failParked()
+			return
+		}
+		if g.state == groupEmpty && len(g.members) == 0 && len(g.pending) == 0 {
+			// Nothing to keep: committed offsets live in the log's store.
+			// A request that raced with this finds the group stopped and
+			// starts a new one.
+			g.co.remove(g)
 			return
 		}
 		g.rearm()

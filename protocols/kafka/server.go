@@ -29,6 +29,9 @@ type Server struct {
 	// ctx ends when Close gives up waiting: in-flight work is cancelled.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// drain ends when Close starts: long-poll fetches answer at once.
+	drain      context.Context
+	startDrain context.CancelFunc
 
 	mu struct {
 		sync.Mutex
@@ -53,6 +56,7 @@ func New(cfg Config, b Backend) (*Server, error) {
 	ns, _ := protocols.ParseNamespace(cfg.Namespace)
 	s := &Server{cfg: cfg, b: b, log: cfg.Logger.With("component", "kafka"), ns: ns}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.drain, s.startDrain = context.WithCancel(s.ctx)
 	s.mu.lns = map[net.Listener]struct{}{}
 	s.mu.conns = map[*conn]struct{}{}
 	s.groups = newCoordinator(s)
@@ -139,6 +143,11 @@ func (s *Server) Close(ctx context.Context) error {
 	for _, c := range conns {
 		c.stopReading()
 	}
+	// Parked JoinGroup and SyncGroup requests are answered
+	// (COORDINATOR_NOT_AVAILABLE, so clients find the coordinator again)
+	// and long-poll fetches return what they have.
+	s.startDrain()
+	s.groups.close()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -158,6 +167,5 @@ func (s *Server) Close(ctx context.Context) error {
 		<-done
 	}
 	s.cancel()
-	s.groups.close()
 	return err
 }
