@@ -24,7 +24,9 @@ import (
 // kfake, and reports the medians: records/s and MB/s of each, tern's throughput relative to
 // kfake's, and p50/p99 produce latency (from Produce to its promise, so it
 // includes the time a record waits in the client's buffer while the
-// producer runs flat out).
+// producer runs flat out). It also reports the latency of producing one
+// record at a time (ProduceSync, nothing else in flight), which for tern
+// is dominated by the fsync.
 //
 //	go test ./e2e -run=NONE -bench=KafkaProduce -benchtime=100000x
 func BenchmarkKafkaProduce(b *testing.B) {
@@ -61,6 +63,12 @@ func BenchmarkKafkaProduce(b *testing.B) {
 				b.ReportMetric(med[t].p99, t+"-p99-ms")
 			}
 			b.ReportMetric(med["tern"].rps/med["kfake"].rps, "tern/kfake")
+			// Latency without queueing: one record at a time.
+			for _, t := range targets {
+				p50, p99 := benchSyncLatency(b, addrs[t])
+				b.ReportMetric(p50, t+"-1by1-p50-ms")
+				b.ReportMetric(p99, t+"-1by1-p99-ms")
+			}
 			if b.N >= 1000 { // not the framework's one-record probe
 				for _, t := range targets {
 					b.Logf("%s rounds (rec/s): %v", t, rates(res[t]))
@@ -181,4 +189,33 @@ func benchProduce(b *testing.B, addr string) produceResult {
 		p50: float64(lat[len(lat)/2].Microseconds()) / 1000,
 		p99: float64(lat[len(lat)*99/100].Microseconds()) / 1000,
 	}
+}
+
+// benchSyncLatency produces records one at a time and returns the p50 and
+// p99 latency in milliseconds.
+func benchSyncLatency(b *testing.B, addr string) (float64, float64) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("bench"),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	value := make([]byte, 1024)
+	ctx := context.Background()
+	n := 1000
+	if b.N < 1000 {
+		n = 10
+	}
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i <= n; i++ {
+		t0 := time.Now()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		if i > 0 { // the first one sets up the connection
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	slices.Sort(lat)
+	return float64(lat[len(lat)/2].Microseconds()) / 1000, float64(lat[len(lat)*99/100].Microseconds()) / 1000
 }
