@@ -105,9 +105,6 @@ func (c *conn) serve() {
 // maxSpareFrame bounds the frame buffer a connection keeps for reuse.
 const maxSpareFrame = 16 << 20
 
-// errPeerGone marks the ordinary ends of a connection, not worth a log line.
-var errPeerGone = errors.New("kafka: connection ended")
-
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
