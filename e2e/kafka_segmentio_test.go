@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+	"github.com/ternmq/tern/internal/testcluster"
+	"github.com/ternmq/tern/protocols"
 )
 
 func segmentioCodec(name string) kafka.Compression {
@@ -77,6 +80,29 @@ func TestKafkaSegmentioCodecs(t *testing.T) {
 				l.add(int32(m.Partition), m.Offset, m.Value)
 			}
 			l.check(t)
+			if codec == "snappy" {
+				checkXerialStored(t, node, topic)
+			}
 		})
+	}
+}
+
+// checkXerialStored checks that kafka-go's snappy batches, which use the
+// xerial framing Java clients use too, were accepted and stored as
+// received: framed, not re-encoded.
+func checkXerialStored(t *testing.T, node *testcluster.Node, topic string) {
+	t.Helper()
+	name, _ := protocols.ParseTopicName(topic, "public/default")
+	res, err := node.Proxy().Fetch(context.Background(), protocols.Partition{Topic: name, Index: 0}, 0, 1)
+	if err != nil || len(res.Entries) == 0 {
+		t.Fatalf("reading the stored entry: %v", err)
+	}
+	e, err := protocols.DecodeEntry(res.Entries[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xerial := []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+	if e.Header.Codec() != protocols.CodecSnappy || !bytes.HasPrefix(e.Batch[protocols.BatchHeaderSize:], xerial) {
+		t.Fatalf("stored batch codec %v, payload %x...: want the xerial-framed snappy batch as sent", e.Header.Codec(), e.Batch[protocols.BatchHeaderSize:][:8])
 	}
 }
