@@ -201,6 +201,31 @@ func TestKafkaMetadataAndAdmin(t *testing.T) {
 		t.Fatalf("unknown config: %+v", resp.Resources[0])
 	}
 
+	// Validate-only requests check configs and change nothing.
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.ValidateOnly = true
+	ctt := kmsg.NewCreateTopicsRequestTopic()
+	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "validate-only", 2, 1
+	ctt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms", Value: kmsg.StringPtr("soon")}}
+	ct.Topics = []kmsg.CreateTopicsRequestTopic{ctt}
+	if resp, err := ct.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != kerr.InvalidConfig.Code {
+		t.Fatalf("validate-only create with a bad config: %v %+v", err, resp)
+	}
+	ct.Topics[0].Configs[0].Value = kmsg.StringPtr("1000")
+	if resp, err := ct.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 || resp.Topics[0].NumPartitions != 2 {
+		t.Fatalf("validate-only create: %v %+v", err, resp)
+	}
+	if _, err := node.Proxy().Topic(ctx, protocols.TopicName{Tenant: "public", Namespace: "default", Local: "validate-only"}); !errors.Is(err, protocols.ErrTopicNotFound) {
+		t.Fatalf("validate-only create made the topic: %v", err)
+	}
+	alt.ValidateOnly = true
+	alt.Resources[0].Configs[0].Name = "retention.bytes"
+	alt.Resources[0].Configs[0].Value = kmsg.StringPtr("-5")
+	if resp, _ := alt.RequestWith(ctx, cl); resp.Resources[0].ErrorCode != kerr.InvalidConfig.Code {
+		t.Fatalf("validate-only alter with a bad value: %+v", resp.Resources[0])
+	}
+	alt.ValidateOnly = false
+
 	// CreatePartitions grows the topic.
 	cp := kmsg.NewPtrCreatePartitionsRequest()
 	cp.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "offsets", Count: 3}}

@@ -23,6 +23,11 @@ func (n *Node) kafkaServer() ProtocolServer {
 	return srv
 }
 
+// ValidateTopicConfig implements protocols.TopicConfigValidator.
+func (n *Node) ValidateTopicConfig(config map[string]string) error {
+	return n.validateTopicConfig(config)
+}
+
 // failedServer reports a front end that could not be built.
 type failedServer struct{ err error }
 

@@ -54,6 +54,9 @@ func handleCreateTopics(c *conn, kr kmsg.Request, r *reply) error {
 				}
 			}
 			if req.ValidateOnly {
+				if err := c.s.b.ValidateTopicConfig(conf); err != nil {
+					return err
+				}
 				if _, err := c.s.b.Topic(c.ctx, name); err == nil {
 					return fmt.Errorf("%w: %s", protocols.ErrTopicExists, rt.Topic)
 				}

@@ -67,21 +67,7 @@ func (s *Server) alterTopicConfig(ctx context.Context, topic string, validateOnl
 		return err
 	}
 	if validateOnly {
-		// Validate by applying the values that are already there: the
-		// broker validates every key in set.
-		return s.validateConfig(ctx, set)
+		return s.b.ValidateTopicConfig(set)
 	}
 	return s.b.AlterTopicConfig(ctx, name, set, remove)
-}
-
-// validateConfig checks config values by the names and forms tern accepts.
-func (s *Server) validateConfig(_ context.Context, set map[string]string) error {
-	for k := range set {
-		switch k {
-		case "retention.ms", "retention.bytes", "max.message.bytes", "cleanup.policy":
-		default:
-			return fmt.Errorf("%w: %s: not a topic config tern honours (use retention.ms, retention.bytes, max.message.bytes, cleanup.policy)", protocols.ErrInvalidConfig, k)
-		}
-	}
-	return nil
 }

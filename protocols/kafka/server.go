@@ -16,6 +16,7 @@ import (
 type Backend interface {
 	protocols.Broker
 	protocols.ProducerIDs
+	protocols.TopicConfigValidator
 }
 
 // Server serves the Kafka protocol on listeners handed to Serve.
