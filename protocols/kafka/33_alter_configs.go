@@ -22,13 +22,7 @@ func handleAlterConfigs(c *conn, kr kmsg.Request, r *reply) error {
 	for _, rr := range req.Resources {
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-			res.ErrorCode = kerr.InvalidRequest.Code
-			res.ErrorMessage = kmsg.StringPtr("only topic configs can be altered")
-			resp.Resources = append(resp.Resources, res)
-			continue
-		}
-		err := c.s.alterTopicConfig(c.ctx, rr.ResourceName, req.ValidateOnly, func(cur map[string]string) (map[string]string, []string, error) {
+		res.ErrorCode, res.ErrorMessage = c.s.alterConfigs(c.ctx, rr.ResourceType, rr.ResourceName, req.ValidateOnly, func(cur map[string]string) (map[string]string, []string, error) {
 			set := map[string]string{}
 			for _, kv := range rr.Configs {
 				if kv.Value == nil {
@@ -44,15 +38,23 @@ func handleAlterConfigs(c *conn, kr kmsg.Request, r *reply) error {
 			}
 			return set, remove, nil
 		})
-		res.ErrorCode, res.ErrorMessage = errCode(err), errMessage(err)
 		resp.Resources = append(resp.Resources, res)
 	}
 	r.resp = resp
 	return nil
 }
 
-// alterTopicConfig computes a topic's config change from its current
-// overrides and applies it (or only validates it).
+// alterConfigs computes a topic's config change from its current overrides
+// and applies it (or only validates it), answering with an error code and
+// message. Only topic resources can be altered.
+func (s *Server) alterConfigs(ctx context.Context, typ kmsg.ConfigResourceType, topic string, validateOnly bool, change func(cur map[string]string) (set map[string]string, remove []string, err error)) (int16, *string) {
+	if typ != kmsg.ConfigResourceTypeTopic {
+		return kerr.InvalidRequest.Code, kmsg.StringPtr("only topic configs can be altered")
+	}
+	err := s.alterTopicConfig(ctx, topic, validateOnly, change)
+	return errCode(err), errMessage(err)
+}
+
 func (s *Server) alterTopicConfig(ctx context.Context, topic string, validateOnly bool, change func(cur map[string]string) (map[string]string, []string, error)) error {
 	name, err := s.topicName(topic)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/ternmq/tern/protocols"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -20,13 +19,7 @@ func handleIncrementalAlterConfigs(c *conn, kr kmsg.Request, r *reply) error {
 	for _, rr := range req.Resources {
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-			res.ErrorCode = kerr.InvalidRequest.Code
-			res.ErrorMessage = kmsg.StringPtr("only topic configs can be altered")
-			resp.Resources = append(resp.Resources, res)
-			continue
-		}
-		err := c.s.alterTopicConfig(c.ctx, rr.ResourceName, req.ValidateOnly, func(map[string]string) (map[string]string, []string, error) {
+		res.ErrorCode, res.ErrorMessage = c.s.alterConfigs(c.ctx, rr.ResourceType, rr.ResourceName, req.ValidateOnly, func(map[string]string) (map[string]string, []string, error) {
 			set := map[string]string{}
 			var remove []string
 			for _, kv := range rr.Configs {
@@ -44,7 +37,6 @@ func handleIncrementalAlterConfigs(c *conn, kr kmsg.Request, r *reply) error {
 			}
 			return set, remove, nil
 		})
-		res.ErrorCode, res.ErrorMessage = errCode(err), errMessage(err)
 		resp.Resources = append(resp.Resources, res)
 	}
 	r.resp = resp
