@@ -16,5 +16,8 @@
 // with their offsets. Its localstore.ProducerKey kind byte is KindKafka
 // (0x4B, 'K'); the producer part of the key is the producer id as 8
 // big-endian bytes (ProducerKey), and the value is EncodeState's format.
-// Other layers use other kind bytes.
+// Other layers use other kind bytes. A producer idle for DefaultExpiry (a
+// day, as Kafka's producer.id.expiration.ms) is forgotten: a later append to
+// the partition lists it in its Decision so the node deletes its state in
+// that append's write.
 package dedup

@@ -5,12 +5,21 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/ternmq/tern/protocols"
 )
 
 // KindKafka is the localstore producer-state kind byte of Kafka idempotence.
 const KindKafka byte = 0x4B
+
+// DefaultExpiry is how long a producer's state is kept after its last
+// append (Kafka's producer.id.expiration.ms default). A producer that comes
+// back later is treated as unknown and may start at any sequence (KIP-360).
+const DefaultExpiry = 24 * time.Hour
+
+// sweepEvery bounds how often a partition looks for expired producers.
+const sweepEvery = time.Minute
 
 // RetainedBatches is how many batches per producer and partition are
 // remembered, matching the five requests an idempotent producer may have in
@@ -66,7 +75,10 @@ type Decision struct {
 	// persist (EncodeState) with the entry, when not Duplicate.
 	ProducerID int64
 	State      State
-	seq        uint64
+	// Expired lists producers whose state has expired, to delete in the
+	// same write.
+	Expired []int64
+	seq     uint64
 }
 
 // Kafka is the idempotence state of one partition. Check runs under the
@@ -80,6 +92,9 @@ type Decision struct {
 // and goes back to the committed state; a failed write stops the store, so
 // no later append can have been applied on top of it.
 type Kafka struct {
+	expiry    time.Duration
+	lastSweep int64
+
 	mu        sync.Mutex
 	seq       uint64
 	committed map[int64]State
@@ -94,12 +109,16 @@ type pendingState struct {
 	outstanding int
 }
 
-// NewKafka starts a partition's state from what was persisted.
-func NewKafka(loaded map[int64]State) *Kafka {
+// NewKafka starts a partition's state from what was persisted. State not
+// updated for expiry is dropped (0 means DefaultExpiry).
+func NewKafka(loaded map[int64]State, expiry time.Duration) *Kafka {
 	if loaded == nil {
 		loaded = map[int64]State{}
 	}
-	return &Kafka{committed: loaded, committedSeq: map[int64]uint64{}, pending: map[int64]*pendingState{}}
+	if expiry <= 0 {
+		expiry = DefaultExpiry
+	}
+	return &Kafka{expiry: expiry, committed: loaded, committedSeq: map[int64]uint64{}, pending: map[int64]*pendingState{}}
 }
 
 // State returns a producer's current state (pending included).
@@ -158,6 +177,11 @@ func (k *Kafka) Check(b Batch, base, now int64) (Decision, error) {
 	}
 	next.Updated = now
 	k.seq++
+	var expired []int64
+	if now-k.lastSweep >= sweepEvery.Milliseconds() {
+		k.lastSweep = now
+		expired = k.expiredLocked(now, b.ProducerID)
+	}
 	p := k.pending[b.ProducerID]
 	if p == nil {
 		p = &pendingState{}
@@ -165,7 +189,19 @@ func (k *Kafka) Check(b Batch, base, now int64) (Decision, error) {
 	}
 	p.state = next
 	p.outstanding++
-	return Decision{ProducerID: b.ProducerID, State: next, seq: k.seq}, nil
+	return Decision{ProducerID: b.ProducerID, State: next, Expired: expired, seq: k.seq}, nil
+}
+
+// expiredLocked lists committed producers idle for longer than the expiry,
+// other than except, with no append in flight.
+func (k *Kafka) expiredLocked(now, except int64) []int64 {
+	var out []int64
+	for id, st := range k.committed {
+		if _, busy := k.pending[id]; !busy && id != except && now-st.Updated > k.expiry.Milliseconds() {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func nextSeq(last int32) int32 {
@@ -188,6 +224,12 @@ func (k *Kafka) Commit(d Decision) {
 	if d.seq > k.committedSeq[d.ProducerID] {
 		k.committed[d.ProducerID] = d.State
 		k.committedSeq[d.ProducerID] = d.seq
+	}
+	for _, id := range d.Expired {
+		if _, busy := k.pending[id]; !busy {
+			delete(k.committed, id)
+			delete(k.committedSeq, id)
+		}
 	}
 	if p != nil {
 		p.outstanding--

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/ternmq/tern/protocols"
 )
@@ -80,7 +81,7 @@ func TestKafkaCheck(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			k := NewKafka(nil)
+			k := NewKafka(nil, 0)
 			for _, s := range c.steps {
 				d, err := k.Check(s.b, s.base, 1000)
 				if s.err != nil {
@@ -109,7 +110,7 @@ func TestKafkaCheck(t *testing.T) {
 // duplicate for a resend arriving before the commit, and the committed
 // state only moves on Commit.
 func TestKafkaPendingVisible(t *testing.T) {
-	k := NewKafka(nil)
+	k := NewKafka(nil, 0)
 	d1, err := k.Check(batch(1, 0, 0, 4), 0, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -182,4 +183,34 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("re-encoding changed the state: %+v -> %+v (%v)", s, got, err)
 		}
 	})
+}
+
+// TestKafkaExpiry: a producer idle past the expiry is listed for deletion
+// by a later append (at most once a minute), dropped once that append
+// commits, and then treated as unknown.
+func TestKafkaExpiry(t *testing.T) {
+	hour := time.Hour.Milliseconds()
+	k := NewKafka(nil, time.Hour)
+	d, _ := k.Check(batch(1, 0, 0, 0), 0, 0)
+	k.Commit(d)
+	d, _ = k.Check(batch(2, 0, 0, 0), 1, 30*1000)
+	if len(d.Expired) != 0 {
+		t.Fatalf("expired too early: %v", d.Expired)
+	}
+	k.Commit(d)
+	d, _ = k.Check(batch(2, 0, 1, 1), 2, hour+60*1000)
+	if len(d.Expired) != 1 || d.Expired[0] != 1 {
+		t.Fatalf("expired %v, want producer 1", d.Expired)
+	}
+	if _, ok := k.State(1); !ok {
+		t.Fatal("expired state dropped before the append committed")
+	}
+	k.Commit(d)
+	if _, ok := k.State(1); ok {
+		t.Fatal("expired state kept after the append committed")
+	}
+	// Producer 1 is now unknown: any sequence is accepted.
+	if _, err := k.Check(batch(1, 0, 50, 50), 3, hour+61*1000); err != nil {
+		t.Fatalf("expired producer coming back: %v", err)
+	}
 }

@@ -98,7 +98,7 @@ func (n *Node) idempotence(pid localstore.PartitionID) (*dedup.Kafka, error) {
 			ip.err = fmt.Errorf("%w: loading Kafka producer state: %v", protocols.ErrStorage, ip.err)
 			return
 		}
-		ip.k = dedup.NewKafka(loaded)
+		ip.k = dedup.NewKafka(loaded, dedup.DefaultExpiry)
 	})
 	if ip.err != nil {
 		s.mu.Lock()
@@ -131,10 +131,15 @@ func (n *Node) kafkaGuard(pid localstore.PartitionID, h *protocols.BatchHeader) 
 		if d.Duplicate {
 			return nil, &localstore.AppendResult{BaseOffset: d.BaseOffset, Count: d.Count, AppendTime: -1}, nil
 		}
-		return []localstore.Op{{
+		ops := make([]localstore.Op, 0, 1+len(d.Expired))
+		ops = append(ops, localstore.Op{
 			Key:   localstore.ProducerKey(pid, dedup.KindKafka, dedup.ProducerKey(b.ProducerID)),
 			Value: dedup.EncodeState(d.State),
-		}}, nil, nil
+		})
+		for _, id := range d.Expired {
+			ops = append(ops, localstore.Op{Key: localstore.ProducerKey(pid, dedup.KindKafka, dedup.ProducerKey(id)), Delete: true})
+		}
+		return ops, nil, nil
 	}
 	finish = func(err error) {
 		if err != nil {

@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/ternmq/tern/configs"
+	"github.com/ternmq/tern/dedup"
 	"github.com/ternmq/tern/internal/testcluster"
+	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
+	"github.com/ternmq/tern/proxy"
 )
 
 func idemBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
@@ -89,5 +95,51 @@ func TestIdempotentResendsRace(t *testing.T) {
 			t.Fatalf("producer id %d (%v) handed out twice", id, err)
 		}
 		seen[id] = true
+	}
+}
+
+// TestIdempotenceExpiry: the state of a producer idle past the expiry is
+// deleted from storage by a later append to the partition, in that
+// append's write.
+func TestIdempotenceExpiry(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	cfg := configs.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Log.Level = "warn"
+	n, err := proxy.New(cfg, proxy.Options{Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	ctx := context.Background()
+	name, _ := protocols.ParseTopicName("expiry", "public/default")
+	if _, err := n.CreateTopic(ctx, name, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := protocols.Partition{Topic: name, Index: 0}
+	pid, err := n.Store().LookupPartition(name.String(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func(producer int64) bool {
+		_, ok, err := n.Store().Get(localstore.ProducerKey(pid, dedup.KindKafka, dedup.ProducerKey(producer)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if _, err := n.Produce(ctx, p, protocols.ProduceRequest{Batch: idemBatch(t, 100, 0, 0, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if !stored(100) {
+		t.Fatal("producer state not written with the entry")
+	}
+	clock.Add((dedup.DefaultExpiry + 2*time.Minute).Milliseconds())
+	if _, err := n.Produce(ctx, p, protocols.ProduceRequest{Batch: idemBatch(t, 200, 0, 0, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if stored(100) || !stored(200) {
+		t.Fatalf("after the expiry: producer 100 stored=%v (want false), 200 stored=%v (want true)", stored(100), stored(200))
 	}
 }
