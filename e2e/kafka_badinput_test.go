@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,6 +99,28 @@ func TestKafkaBadFrames(t *testing.T) {
 	if got := produceRaw(t, rc, topic, idemBatch(t, -1, -1, -1, 2)); got.ErrorCode != 0 || got.BaseOffset != hw {
 		t.Errorf("valid batch after the corrupt one: error %d base %d, want base %d", got.ErrorCode, got.BaseOffset, hw)
 	}
+
+	// The violations are counted in /metrics.
+	resp, err := http.Get(node.HTTPURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf(`tern_kafka_protocol_errors_total{node="%s",region="local"} %d`, node.Name, len(cases))
+	if !strings.Contains(string(body), want) || !strings.Contains(string(body), `tern_kafka_requests_total{api="Produce"`) {
+		t.Errorf("/metrics lacks %q or the Produce request count:\n%s", want, grepLines(string(body), "tern_kafka"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestKafkaMessageTooLarge: a record over the topic's max.message.bytes

@@ -5,16 +5,21 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ternmq/tern/dedup"
 	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
+	"github.com/ternmq/tern/protocols/kafka"
 )
 
-// kafkaState is the node's Kafka idempotence state: per partition the
-// dedup table (loaded from localstore on first use), and the producer id
-// allocator.
+// kafkaState is the node's Kafka state: the front end, per partition the
+// idempotence table (loaded from localstore on first use), and the
+// producer id allocator.
 type kafkaState struct {
+	// srv is the running Kafka front end, for metrics.
+	srv atomic.Pointer[kafka.Server]
+
 	mu    sync.Mutex
 	parts map[localstore.PartitionID]*idemPart
 

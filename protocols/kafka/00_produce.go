@@ -37,8 +37,9 @@ func handleProduce(c *conn, kr kmsg.Request, r *reply) error {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	type started struct {
-		rp *kmsg.ProduceResponseTopicPartition
-		pp protocols.PendingProduce
+		rp      *kmsg.ProduceResponseTopicPartition
+		pp      protocols.PendingProduce
+		records int32
 	}
 	var waits []started
 	var reqErr error
@@ -83,10 +84,11 @@ func handleProduce(c *conn, kr kmsg.Request, r *reply) error {
 				rp.ErrorMessage = errMessage(err)
 				continue
 			}
-			waits = append(waits, started{rp, pp})
+			waits = append(waits, started{rp, pp, h.NumRecords})
 		}
 	}
 	acks := req.Acks
+	stats := &c.s.stats
 	r.closeAfter = acks == 0 && failed
 	r.wait = func(context.Context) kmsg.Response {
 		for _, w := range waits {
@@ -98,6 +100,10 @@ func handleProduce(c *conn, kr kmsg.Request, r *reply) error {
 			}
 			w.rp.BaseOffset = res.BaseOffset
 			w.rp.LogStartOffset = res.LogStartOffset
+			if !res.Duplicate {
+				stats.batches.Add(1)
+				stats.records.Add(int64(w.records))
+			}
 		}
 		if acks == 0 {
 			return nil

@@ -39,6 +39,7 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 	}
 	resp, n, watches, done := c.s.fetchOnce(c.ctx, req)
 	if done || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
+		c.s.stats.fetched.Add(int64(n))
 		r.resp = resp
 		return nil
 	}
@@ -53,13 +54,11 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 			if ctx.Err() != nil || c.s.drain.Err() != nil {
 				return resp
 			}
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				// A watched partition went away: read again to report it.
-				resp, _, _, _ = c.s.fetchOnce(ctx, req)
-				return resp
-			}
 			resp, n, watches, done = c.s.fetchOnce(ctx, req)
+			// A watch error (a watched partition went away) is reported by
+			// the read just done.
 			if done || n >= int(req.MinBytes) || err != nil || !time.Now().Before(deadline) {
+				c.s.stats.fetched.Add(int64(n))
 				return resp
 			}
 		}

@@ -91,6 +91,7 @@ func (c *conn) serve() {
 		c.writeLoop()
 	}()
 	if err := c.readLoop(); err != nil {
+		c.s.stats.protocolErrors.Add(1)
 		c.s.log.Warn("closing connection", "remote", c.remote, "client", c.clientID, "err", err)
 		// A protocol violation ends the connection now; replies queued
 		// before it are not written.
@@ -206,6 +207,9 @@ func (c *conn) handle(frame []byte) (*reply, error) {
 		c.clientID = h.clientID
 	}
 	r := &reply{key: h.key, version: h.version, corr: h.corr, size: len(frame)}
+	if h.key >= 0 && h.key < maxKey {
+		c.s.stats.requests[h.key].Add(1)
+	}
 	if fallback != nil {
 		r.resp = fallback
 		return r, nil

@@ -40,7 +40,8 @@ type Server struct {
 		lns    map[net.Listener]struct{}
 		conns  map[*conn]struct{}
 	}
-	wg sync.WaitGroup
+	wg    sync.WaitGroup
+	stats counters
 }
 
 // New builds a server over b.
@@ -114,6 +115,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		c := newConn(s, nc)
 		s.mu.conns[c] = struct{}{}
+		s.stats.accepted.Add(1)
+		s.stats.open.Add(1)
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go c.serve()
@@ -121,6 +124,7 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 func (s *Server) dropConn(c *conn) {
+	s.stats.open.Add(-1)
 	s.mu.Lock()
 	delete(s.mu.conns, c)
 	s.mu.Unlock()
