@@ -19,6 +19,8 @@
 // producer ids). Committed group offsets are stored through the broker; group
 // membership lives in memory, as clients rejoin after a restart anyway.
 //
+// Server.Metrics is a plain snapshot of its counters; the node exports it.
+//
 // Invariants: a malformed or oversized frame, an unknown API key or an
 // unsupported version closes that connection with a log line and never
 // reaches the log; every goroutine the server starts ends before Close
