@@ -1,14 +1,25 @@
-// Package dedup holds tern's deduplication state machines (DESIGN §5):
-// pure code that decides whether an entry about to be appended is new or a
-// copy the log already holds, and that encodes the state to persist with
-// the entry.
+// Package dedup holds tern's deduplication state machines (DESIGN §5): pure
+// code that decides whether an append is new, a resend to answer with its
+// original offsets, or out of order, and that encodes the state to persist
+// with the entry.
 //
-// It exists so the rules live in one place, testable without storage or
-// sockets, and so every path into the log gets the same answers. It must
-// not do I/O and keeps no clock of its own: package proxy loads the state
-// through localstore, runs the check under the partition's append lock and
-// writes the returned state in the same pebble batch as the entry, so a
-// crash leaves both or neither. It must not know wire formats.
+// It exists so that the rules live in one place, testable without storage
+// or sockets, and so that every protocol front end and the replicator get
+// the same answers. It must not do I/O: the node (package proxy) reads the
+// persisted state through localstore, runs the checks under the partition's
+// append lock and writes the returned state in the same pebble batch as the
+// entry, so a crash leaves both or neither. It must not know wire formats
+// beyond the sequence fields a batch carries.
+//
+// Layer 2, Kafka idempotent producers (kafka.go): per (producer id,
+// partition) the producer epoch and the last five batches' sequence ranges
+// with their offsets. Its localstore.ProducerKey kind byte is KindKafka
+// (0x4B, 'K'); the producer part of the key is the producer id as 8
+// big-endian bytes (ProducerKey), and the value is EncodeState's format.
+// Other layers use other kind bytes. A producer idle for DefaultExpiry (a
+// day, as Kafka's producer.id.expiration.ms) is forgotten: a later append to
+// the partition lists it in its Decision so the node deletes its state in
+// that append's write.
 //
 // Layer 3, replication (repl.go): per (origin region, partition) the
 // origin partition's incarnation and the origin offset just past the
@@ -18,5 +29,6 @@
 // order), so one high-water mark per origin is exact: an entry below it is
 // a copy that arrived by another path or was resent after a reconnect or a
 // restart, and is skipped without a write. The state is bounded by the
-// number of origins, not by time or by message ids.
+// number of origins, not by time or by message ids. Replicated entries skip
+// layers 1 and 2: their producer state belongs to the origin region.
 package dedup

@@ -14,6 +14,7 @@ func (n *Node) newRegistry() *prometheus.Registry {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{n: n},
 		&replicationCollector{n: n},
+		kafkaCollector{n: n},
 	)
 	return r
 }

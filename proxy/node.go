@@ -87,6 +87,7 @@ type Node struct {
 	httpLn    net.Listener
 	frontends []*frontend
 	registry  *prometheus.Registry
+	kafka     kafkaState
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -233,7 +234,9 @@ func (n *Node) Start() error {
 
 // frontendsFromConfig creates the protocol servers the configuration asks
 // for. Each front end adds itself here.
-func (n *Node) frontendsFromConfig() {}
+func (n *Node) frontendsFromConfig() {
+	n.addFrontend("kafka", n.cfg.Listeners.Kafka, n.kafkaServer())
+}
 
 func (n *Node) closeListeners() {
 	if n.httpLn != nil {

@@ -164,23 +164,25 @@ func (n *Node) EnsureTopic(ctx context.Context, name protocols.TopicName, partit
 // appended only if it is past the highest origin offset applied from its origin on this
 // partition, and the new high-water mark is written in the same pebble batch.
 //
-// The cached state is updated under the partition's append lock, before the write's fsync: a
-// copy of the same entry arriving on another stream meanwhile is recognised as a duplicate, and
-// its receiver syncs the store before acknowledging it. If the write fails after the check, the
-// store refuses every later write and the state is reloaded from disk at restart.
-func (n *Node) replicationGuard(pid localstore.PartitionID, h *protocols.BatchHeader, env *protocols.Envelope) func(int64) ([]localstore.Op, *localstore.AppendResult, error) {
+// The cached state moves in check, under the partition's append lock and before the write's
+// fsync, so a copy of the same entry arriving on another stream meanwhile is recognised as a
+// duplicate; the store answers that duplicate only once the original is durable (it waits until
+// the high watermark covers the offsets the check answered with, the last entry applied from
+// the origin). finish drops the cached state if the append failed after the check, so it is
+// read again from storage.
+func (n *Node) replicationGuard(pid localstore.PartitionID, h *protocols.BatchHeader, env *protocols.Envelope) (check func(int64) ([]localstore.Op, *localstore.AppendResult, error), finish func(error)) {
 	origin := env.OriginRegion
 	epoch, err := protocols.OriginEpoch(env)
 	entry := dedup.ReplEntry{Epoch: epoch, Offset: env.OriginOffset, Count: h.OffsetCount()}
 	key := replKey{pid: pid, origin: origin}
-	return func(base int64) ([]localstore.Op, *localstore.AppendResult, error) {
+	r := n.repl
+	check = func(base int64) ([]localstore.Op, *localstore.AppendResult, error) {
 		if err != nil {
 			return nil, nil, err
 		}
 		if origin == n.cfg.Node.Region {
 			return nil, nil, fmt.Errorf("%w: an entry replicated back to its origin region %s", protocols.ErrCorruptEntry, origin)
 		}
-		r := n.repl
 		r.dedup.Lock()
 		defer r.dedup.Unlock()
 		st, ok := r.dedup.m[key]
@@ -207,6 +209,14 @@ func (n *Node) replicationGuard(pid localstore.PartitionID, h *protocols.BatchHe
 		r.dedup.m[key] = next
 		return []localstore.Op{{Key: localstore.ReplHWMKey(pid, origin), Value: next.Encode()}}, nil, nil
 	}
+	finish = func(err error) {
+		if err != nil {
+			r.dedup.Lock()
+			delete(r.dedup.m, key)
+			r.dedup.Unlock()
+		}
+	}
+	return check, finish
 }
 
 var _ replicator.Host = (*Node)(nil)

@@ -173,8 +173,9 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 	go func() {
 		defer wg.Done()
 		failed := false
-		// settle waits for one batch; it reports whether a duplicate was among it.
-		settle := func(b started) (dup bool) {
+		// settle waits for one batch. A duplicate's Wait returns once the original it copies is
+		// durable (the store waits for that), so what is acknowledged is always durable here.
+		settle := func(b started) {
 			for _, pp := range b.pending {
 				r, err := pp.Wait()
 				switch {
@@ -182,19 +183,17 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 					failed = true
 					rcancel(err)
 				case err == nil && r.Duplicate:
-					dup = true
 					in.ctr.duplicates.Add(1)
 				case err == nil:
 					e.foreign.add(pid, r.BaseOffset, r.LastOffset+1)
 				}
 			}
 			failed = failed || b.failed
-			return dup
 		}
 		for b := range queue {
 			// Take every batch already queued as well: their appends are submitted, so waiting
 			// for them together costs one fsync, and one ACK answers them all.
-			dup := settle(b)
+			settle(b)
 			end, credit := b.end, b.credit
 		more:
 			for {
@@ -203,7 +202,7 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 					if !ok {
 						break more
 					}
-					dup = settle(nb) || dup
+					settle(nb)
 					end, credit = nb.end, credit.add(nb.credit)
 				default:
 					break more
@@ -211,15 +210,6 @@ func (e *Engine) receive(ctx context.Context, rs *RecvStream, name protocols.Top
 			}
 			if failed {
 				continue // keep waiting for what was started; acknowledge nothing more
-			}
-			if dup {
-				// A duplicate was acknowledged by dedup state whose entry may still be waiting
-				// for its fsync on another stream; make it durable before saying so.
-				if err := st.Sync(); err != nil {
-					failed = true
-					rcancel(err)
-					continue
-				}
 			}
 			if err := rs.AckAndGrant(end, credit); err != nil {
 				failed = true
