@@ -147,6 +147,10 @@ func TestReplStallIsReported(t *testing.T) {
 	name := topicName(t, "stuck")
 	// The eu node is played by hand: it acknowledges the policy topic but never the data.
 	h := replicator.HandlerFunc(func(ctx context.Context, rs *replicator.RecvStream) error {
+		if strings.HasSuffix(rs.Request().Topic, "/unopened") {
+			<-ctx.Done() // never answers the OPEN
+			return nil
+		}
 		if err := rs.Ack(rs.Request().StartOffset); err != nil {
 			return err
 		}
@@ -211,6 +215,16 @@ func TestReplStallIsReported(t *testing.T) {
 	if !strings.Contains(string(body), line) {
 		t.Fatalf("metrics lack %s", line)
 	}
+	// A destination that never accepts the stream at all, over a link that is up, is stalled too.
+	unopened := topicName(t, "unopened")
+	if _, err := us.Proxy().CreateTopic(context.Background(), unopened, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	produceMany(t, us, protocols.Partition{Topic: unopened, Index: -1}, "us", "u", 0, 3, 1)
+	testcluster.WaitFor(t, 20*time.Second, "the unopened stream to be reported stalled", func() bool {
+		s, ok := streamTo(us, unopened, -1, "eu")
+		return ok && s.State == replicator.StreamStalled && s.LagMessages == 3 && strings.Contains(s.LastError, "has not accepted the stream")
+	})
 }
 
 func quietLogger() *slog.Logger {

@@ -87,6 +87,7 @@ type sender struct {
 	mu struct {
 		sync.Mutex
 		state     StreamState
+		since     time.Time // when state last changed
 		peer      string
 		loaded    bool
 		cursor    int64 // durable: everything below is acknowledged or not meant for dest
@@ -113,6 +114,7 @@ func newSender(e *Engine, spec senderSpec) *sender {
 	}
 	s.mu.state = StreamConnecting
 	s.mu.progress = e.now()
+	s.mu.since = s.mu.progress
 	return s
 }
 
@@ -128,9 +130,17 @@ func (s *sender) stop() {
 	<-s.done
 }
 
+// setStateLocked moves to state st, noting when it changed.
+func (s *sender) setStateLocked(st StreamState) {
+	if s.mu.state != st {
+		s.mu.state = st
+		s.mu.since = s.e.now()
+	}
+}
+
 func (s *sender) setState(st StreamState, peer string) {
 	s.mu.Lock()
-	s.mu.state = st
+	s.setStateLocked(st)
 	if peer != "" {
 		s.mu.peer = peer
 	}
@@ -143,9 +153,9 @@ func (s *sender) noteError(err error) {
 	s.mu.lastErrAt = s.e.now()
 	var le *LinkError
 	if errors.As(err, &le) && le.Remote && le.Code != CodeShuttingDown {
-		s.mu.state = StreamRefused
+		s.setStateLocked(StreamRefused)
 	} else {
-		s.mu.state = StreamDisconnected
+		s.setStateLocked(StreamDisconnected)
 	}
 	s.mu.Unlock()
 }
@@ -238,7 +248,7 @@ func (s *sender) session(ctx context.Context, bo *backoff) error {
 	s.mu.Lock()
 	s.mu.stream = st
 	s.mu.opens++
-	s.mu.state = StreamActive
+	s.setStateLocked(StreamActive)
 	s.mu.acked, s.mu.sentEnd, s.mu.scanned = cursor, cursor, cursor
 	s.mu.progress = s.e.now()
 	s.mu.Unlock()

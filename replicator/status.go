@@ -9,6 +9,7 @@ package replicator
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -162,7 +163,9 @@ func (e *Engine) Status() Status {
 		switch {
 		case ss.State == StreamStalled || ss.State == StreamRefused || ss.LostToRetention > 0:
 			out.Summary.Healthy = false
-		case ss.State == StreamDisconnected && ss.LagMessages > 0:
+		case ss.LagMessages > 0 && (ss.State == StreamDisconnected || ss.State == StreamWaiting || ss.State == StreamOff):
+			// Data waits for a link that is down, a region with no node, or a node that
+			// cannot replicate.
 			out.Summary.Healthy = false
 		}
 	}
@@ -198,7 +201,7 @@ func (s *sender) status(now time.Time, links map[string]LinkStats) StreamStatus 
 		State: s.mu.state, Cursor: s.mu.cursor, LastTransfer: timePtr(s.mu.transfer), LastProgress: s.mu.progress,
 		LastErrorAt: timePtr(s.mu.lastErrAt), LostToRetention: s.mu.lost, Opens: s.mu.opens,
 	}
-	loaded, lastErrAt := s.mu.loaded, s.mu.lastErrAt
+	loaded, lastErrAt, since := s.mu.loaded, s.mu.lastErrAt, s.mu.since
 	if s.mu.lastErr != nil {
 		ss.LastError = s.mu.lastErr.Error()
 	}
@@ -236,12 +239,19 @@ func (s *sender) status(now time.Time, links map[string]LinkStats) StreamStatus 
 		}
 	}
 	if ss.State == StreamConnecting {
-		if ls, ok := links[ss.Peer]; ok && ls.State == LinkDown {
+		ls, ok := links[ss.Peer]
+		switch {
+		case ok && ls.State == LinkDown:
 			ss.State = StreamDisconnected
 			if ss.LastError == "" || ls.LastErrorAt.After(lastErrAt) {
 				ss.LastError = "link down: " + ls.LastError
 				ss.LastErrorAt = timePtr(ls.LastErrorAt)
 			}
+		case ok && ls.State == LinkUp && ss.LagMessages > 0 && now.Sub(since) > s.e.cfg.StallAfter:
+			// The link is up but the destination has not taken the stream: as stuck as a
+			// stream that stopped acknowledging.
+			ss.State = StreamStalled
+			ss.LastError = fmt.Sprintf("the link to %s is up but %s has not accepted the stream for %v", ss.Peer, ss.Peer, now.Sub(since).Round(time.Second))
 		}
 	}
 	if ss.State == StreamActive && ss.LagMessages > 0 {
