@@ -258,7 +258,16 @@ func (s *sender) session(ctx context.Context, bo *backoff) error {
 		s.mu.Unlock()
 	}()
 	if a, ok := st.Acked(); ok && a > cursor {
-		s.onAck(a) // the destination holds more than the cursor says (a crash, or another path)
+		// The destination holds more than the cursor says (a crash, or another path). It can
+		// never hold more than this log has; if it says so, the two disagree on what this
+		// partition is, and skipping would lose data.
+		if _, hw, err := s.e.host.Store().Offsets(s.spec.pid); err != nil {
+			return err
+		} else if a > hw {
+			return fmt.Errorf("replicator: %s says it holds offsets of %s partition %d from this region up to %d, but the log here ends at %d: the partition was recreated with the same creation time; delete the topic in %s to start it over",
+				peer, s.spec.topic, s.spec.index, a, hw, s.spec.dest)
+		}
+		s.onAck(a)
 	}
 	wg.Add(1)
 	go func() {
