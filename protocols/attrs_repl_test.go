@@ -71,3 +71,26 @@ func FuzzReplicateTo(f *testing.F) {
 		}
 	})
 }
+
+func FuzzOriginAttrs(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 7})
+	f.Add([]byte{})
+	f.Add([]byte{1, 2, 3})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		env := Envelope{Attrs: []Attr{{Key: AttrOriginEpoch, Value: v}, {Key: AttrOriginTime, Value: v}}}
+		ep, errE := OriginEpoch(&env)
+		ot, ok, errT := OriginTime(&env)
+		if (errE == nil) != (len(v) == 8) || (errT == nil) != (len(v) == 8) || !ok {
+			t.Fatalf("%x: epoch err %v, time err %v", v, errE, errT)
+		}
+		if errE == nil {
+			var again Envelope
+			SetOriginEpoch(&again, ep)
+			SetOriginTime(&again, ot)
+			if w, _ := again.Attr(AttrOriginEpoch); !bytes.Equal(w, v) {
+				t.Fatalf("epoch %x does not round-trip", v)
+			}
+		}
+	})
+}
