@@ -284,37 +284,94 @@ func (s *sender) session(ctx context.Context, bo *backoff) error {
 	}()
 	s.log.Debug("replicator: stream open", "peer", peer, "from", cursor)
 
-	next := s.position()
-	st2 := s.e.host.Store()
+	// One goroutine reads and prepares the next run of entries while this one sends the
+	// previous run, so reading the log overlaps the network. Runs are applied in log order
+	// here: the cursor may pass a filtered run only after everything before it was sent.
+	runs := make(chan sendRun, 2)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.readAhead(sctx, s.position(), runs); err != nil {
+			cancel(err)
+		}
+	}()
 	for {
-		if c := context.Cause(sctx); c != nil {
+		var r sendRun
+		select {
+		case r = <-runs:
+		case <-sctx.Done():
+			return context.Cause(sctx)
+		}
+		switch {
+		case r.lostTo > 0:
+			s.lostToRetention(r.end, r.lostTo)
+			s.filteredThrough(r.lostTo)
+		case len(r.out) == 0:
+			s.filteredThrough(r.end)
+		default:
+			s.sending(r.out, r.end)
+			if _, err := st.Send(sctx, r.out); err != nil {
+				if c := context.Cause(sctx); c != nil {
+					return c
+				}
+				return err
+			}
+		}
+	}
+}
+
+// sendRun is one step of the read-ahead: entries to send (out) scanned up to end, a run to pass
+// over (no out), or offsets retention removed before they were sent ([end, lostTo)).
+type sendRun struct {
+	out    []Entry
+	end    int64
+	lostTo int64
+}
+
+// readAhead reads the log from next and hands runs to the sending loop in order, until ctx
+// ends or reading fails.
+func (s *sender) readAhead(ctx context.Context, next int64, runs chan<- sendRun) error {
+	st := s.e.host.Store()
+	put := func(r sendRun) error {
+		select {
+		case runs <- r:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	for {
+		if c := context.Cause(ctx); c != nil {
 			return c
 		}
 		if s.spec.originOnly {
 			if to, ok := s.e.foreign.skip(s.spec.pid, next); ok {
 				s.ctr.skipped.Add(uint64(to - next))
-				s.filteredThrough(to)
+				if err := put(sendRun{end: to}); err != nil {
+					return err
+				}
 				next = to
 				continue
 			}
 		}
-		entries, err := st2.Read(s.spec.pid, next, s.e.cfg.ReadBytes)
+		entries, err := st.Read(s.spec.pid, next, s.e.cfg.ReadBytes)
 		var oor *protocols.OffsetOutOfRangeError
 		if errors.As(err, &oor) && next < oor.Start {
-			s.lostToRetention(next, oor.Start)
+			if err := put(sendRun{end: next, lostTo: oor.Start}); err != nil {
+				return err
+			}
 			next = oor.Start
-			s.filteredThrough(next)
 			continue
 		}
 		if err != nil {
-			if c := context.Cause(sctx); c != nil {
+			if c := context.Cause(ctx); c != nil {
 				return c
 			}
 			return err
 		}
 		if len(entries) == 0 {
-			if err := st2.Wait(sctx, []localstore.Watch{{PID: s.spec.pid, Offset: next}}); err != nil {
-				if c := context.Cause(sctx); c != nil {
+			if err := st.Wait(ctx, []localstore.Watch{{PID: s.spec.pid, Offset: next}}); err != nil {
+				if c := context.Cause(ctx); c != nil {
 					return c
 				}
 				return err
@@ -327,16 +384,7 @@ func (s *sender) session(ctx context.Context, bo *backoff) error {
 		if err != nil {
 			return err
 		}
-		if len(out) == 0 {
-			s.filteredThrough(end)
-			next = end
-			continue
-		}
-		s.sending(out, end)
-		if _, err := st.Send(sctx, out); err != nil {
-			if c := context.Cause(sctx); c != nil {
-				return c
-			}
+		if err := put(sendRun{out: out, end: end}); err != nil {
 			return err
 		}
 		next = end
