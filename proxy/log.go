@@ -96,6 +96,9 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 // producer and the namespace enables it, replication dedup when the
 // envelope has an origin region.
 func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) func(int64) ([]localstore.Op, *localstore.AppendResult, error) {
+	if g := n.pulsarGuard(pid, h, env, lim); g != nil {
+		return g
+	}
 	return nil
 }
 

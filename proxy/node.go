@@ -203,7 +203,9 @@ func (n *Node) Start() error {
 
 // frontendsFromConfig creates the protocol servers the configuration asks
 // for. Each front end adds itself here.
-func (n *Node) frontendsFromConfig() {}
+func (n *Node) frontendsFromConfig() {
+	n.startMessaging()
+}
 
 func (n *Node) closeListeners() {
 	if n.httpLn != nil {

@@ -1,0 +1,3 @@
+package proxy
+
+func (n *Node) adminRoutes() {}
