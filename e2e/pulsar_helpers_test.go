@@ -15,6 +15,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/ternmq/tern/internal/testcluster"
+	"github.com/ternmq/tern/protocols"
 )
 
 // Helpers for the Pulsar end-to-end tests: every test runs the real
@@ -187,4 +188,38 @@ func payloads(ms []pulsar.Message) []string {
 		out[i] = string(m.Payload())
 	}
 	return out
+}
+
+// fetchAll reads every entry of a non-partitioned topic through the node's
+// Broker interface, decoded.
+func fetchAll(t testing.TB, n *testcluster.Node, topic string) []protocols.Entry {
+	t.Helper()
+	name, err := protocols.ParseTopicName(topic, "public/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := protocols.Partition{Topic: name, Index: -1}
+	if base, i := name.PartitionIndex(); i >= 0 {
+		p = protocols.Partition{Topic: base, Index: i}
+	}
+	ctx := context.Background()
+	var out []protocols.Entry
+	off := int64(0)
+	for {
+		fr, err := n.Proxy().Fetch(ctx, p, off, 1<<20)
+		if err != nil {
+			t.Fatalf("fetch %s at %d: %v", topic, off, err)
+		}
+		if len(fr.Entries) == 0 {
+			return out
+		}
+		for _, se := range fr.Entries {
+			e, err := protocols.DecodeEntry(se.Value)
+			if err != nil {
+				t.Fatalf("entry at %d: %v", se.BaseOffset, err)
+			}
+			out = append(out, e)
+			off = se.BaseOffset + se.Count
+		}
+	}
 }

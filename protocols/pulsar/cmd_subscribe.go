@@ -18,8 +18,10 @@ package pulsar
 //
 // The node pushes to the consumer through consumerState, the
 // protocols.ConsumerSink: MESSAGE frames (never before the first FLOW, since
-// permits start at zero), ACTIVE_CONSUMER_CHANGE (held back until SUCCESS is
-// queued, because the client only knows the consumer after it), and
+// permits start at zero), ACTIVE_CONSUMER_CHANGE (held back until the
+// consumer's first FLOW: the Go client registers a consumer some time after
+// reading SUCCESS, and sends FLOW only once it has, so a notice sent earlier
+// may arrive before the client knows the consumer and be dropped), and
 // CLOSE_CONSUMER when the node ends the consumer (after a seek, an
 // unsubscribe by another client or the admin API, a topic deletion).
 
@@ -53,7 +55,7 @@ type consumerState struct {
 
 	mu      sync.Mutex
 	ready   bool
-	pending *bool // an active change held until SUCCESS
+	pending *bool // an active change held until the first FLOW
 	closed  atomic.Bool
 }
 
@@ -102,7 +104,7 @@ func (cs *consumerState) Ended(err error) {
 	cs.c.queue(NewCommand(&pb.CommandCloseConsumer{ConsumerId: proto.Uint64(cs.id), RequestId: proto.Uint64(math.MaxUint64)}))
 }
 
-// markReady lets sink notices through, after SUCCESS is queued.
+// markReady lets sink notices through, at the first FLOW.
 func (cs *consumerState) markReady() {
 	cs.mu.Lock()
 	cs.ready = true
@@ -164,7 +166,6 @@ func (c *conn) handleSubscribe(cmd *pb.CommandSubscribe) {
 	}
 	cs.cons = cons
 	c.queue(successCommand(rid))
-	cs.markReady()
 }
 
 // subscribeRequest converts SUBSCRIBE.
@@ -249,6 +250,7 @@ func (cs *consumerState) position(id *pb.MessageIdData) (int64, bool) {
 
 func (c *conn) handleFlow(cmd *pb.CommandFlow) {
 	if cs := c.consumer(cmd.GetConsumerId()); cs != nil && cs.cons != nil {
+		cs.markReady()
 		cs.cons.Flow(int(min(cmd.GetMessagePermits(), math.MaxInt32)))
 	}
 }
