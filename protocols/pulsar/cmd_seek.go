@@ -2,10 +2,13 @@ package pulsar
 
 // SEEK -> SUCCESS | ERROR.
 //
-// By message id (the message itself is delivered again; the earliest and
-// latest sentinels seek to the ends; an id of another incarnation of the
-// topic counts as the earliest or latest) or by publish time (the first
-// entry appended at or after it). As in Pulsar, every consumer of the
+// By message id or by publish time (the first entry appended at or after
+// it). A message id moves the subscription to the start of the delivery it
+// names, as Pulsar moves it to the start of the entry: the client drops the
+// messages of that delivery up to the id itself (the Go client compares
+// exclusively, so the named message is not received again). The earliest
+// and latest sentinels seek to the ends; an id of another incarnation of the
+// topic counts as the earliest or the latest. As in Pulsar, every consumer of the
 // subscription is then closed with CLOSE_CONSUMER, queued before this
 // SUCCESS, and clients subscribe again at the new position.
 
@@ -42,7 +45,7 @@ func (c *conn) handleSeek(cmd *pb.CommandSeek) {
 			}
 			t.Offset = o.HighWatermark
 		default:
-			t.Offset = sp.Offset
+			t.Offset = int64(cmd.GetMessageId().GetEntryId())
 		}
 	default:
 		c.queue(errorCommand(rid, pb.ServerError_NotAllowedError, "SEEK needs a message_id or a message_publish_time"))
