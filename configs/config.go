@@ -3,6 +3,7 @@ package configs
 import (
 	"bytes"
 	_ "embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +67,13 @@ type Listeners struct {
 type Mesh struct {
 	// GossipAddr is serf's address (TCP and UDP). Default ":7946".
 	GossipAddr string `yaml:"gossip_addr"`
+	// GossipAdvertise is the address other nodes reach this node's gossip
+	// at, ip or ip:port; default: chosen from GossipAddr and the host's
+	// interfaces.
+	GossipAdvertise string `yaml:"gossip_advertise"`
+	// Timings is the failure-detection profile: "wan" (the default; slow
+	// links, suspicion over tens of seconds) or "lan" (a local mesh).
+	Timings string `yaml:"timings"`
 	// MeshAddr is the QUIC replication address (UDP). Default ":7947".
 	MeshAddr string `yaml:"mesh_addr"`
 	// Join lists host:port seeds of other nodes' gossip addresses.
@@ -195,7 +203,7 @@ func builtin() Node {
 		Node:      Identity{Region: "local"},
 		DataDir:   "./data",
 		Listeners: Listeners{Kafka: ":9092", Pulsar: ":6650", HTTP: ":8080"},
-		Mesh:      Mesh{GossipAddr: ":7946", MeshAddr: ":7947"},
+		Mesh:      Mesh{GossipAddr: ":7946", MeshAddr: ":7947", Timings: "wan"},
 		Storage: Storage{
 			Durability:        "sync",
 			AsyncSyncInterval: Duration(100 * time.Millisecond),
@@ -274,6 +282,16 @@ func (n Node) Validate() error {
 	checkAddr("mesh.mesh_addr", n.Mesh.MeshAddr, true)
 	for i, j := range n.Mesh.Join {
 		checkAddr(fmt.Sprintf("mesh.join[%d]", i), j, false)
+	}
+	switch n.Mesh.Timings {
+	case "wan", "lan":
+	default:
+		bad("mesh.timings", "%q: want wan or lan", n.Mesh.Timings)
+	}
+	if n.Mesh.GossipKey != "" {
+		if k, err := base64.StdEncoding.DecodeString(n.Mesh.GossipKey); err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
+			bad("mesh.gossip_key", "want the base64 of a 16, 24 or 32-byte key (for example: head -c32 /dev/urandom | base64)")
+		}
 	}
 	if (n.Mesh.TLS.Cert == "") != (n.Mesh.TLS.Key == "") || (n.Mesh.TLS.Cert != "" && n.Mesh.TLS.CA == "") {
 		bad("mesh.tls", "set cert, key and ca together (or none, with mesh.secret for dev mode)")

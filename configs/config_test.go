@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,28 @@ func TestBytesAndDurations(t *testing.T) {
 	}
 	if d, err := ParseDuration("7d"); err != nil || d != 7*24*time.Hour {
 		t.Errorf("7d = %v %v", d, err)
+	}
+}
+
+func TestExampleMeshConfigsAreValid(t *testing.T) {
+	files, _ := filepath.Glob("mesh/*.yaml")
+	if len(files) < 3 {
+		t.Fatalf("found %d example mesh configs, want 3", len(files))
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		n, err := Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Validate(); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		for _, a := range []string{n.Listeners.Kafka, n.Listeners.Pulsar, n.Listeners.HTTP, n.Mesh.GossipAddr} {
+			if seen[a] {
+				t.Errorf("%s reuses address %s", f, a)
+			}
+			seen[a] = true
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ternmq/tern/configs"
 	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
+	"github.com/ternmq/tern/regions"
 )
 
 // Options are what a Node takes besides its configuration.
@@ -29,6 +30,9 @@ type Options struct {
 	Now func() time.Time
 	// Version is reported to peers and in /metrics.
 	Version string
+	// MeshTimings overrides the gossip failure-detection timings (tests
+	// use fast ones); nil uses the configured profile.
+	MeshTimings *regions.Timings
 }
 
 // ProtocolServer is a front end the node runs on one listener.
@@ -68,6 +72,7 @@ type Node struct {
 		limits map[string]*topicLimits
 	}
 
+	mesh      *regions.Mesh
 	mux       *http.ServeMux
 	httpSrv   *http.Server
 	httpLn    net.Listener
@@ -175,6 +180,10 @@ func (n *Node) Start() error {
 		}
 	}
 	n.local = n.describeLocal()
+	if err := n.startMesh(); err != nil {
+		n.closeListeners()
+		return fmt.Errorf("mesh: %w", err)
+	}
 	n.httpSrv = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
 	n.wg.Add(1)
 	go func() {
@@ -218,6 +227,18 @@ func (n *Node) closeListeners() {
 	}
 }
 
+// Kill stops the node the way a crash looks to its peers: it leaves the
+// mesh without saying goodbye and drops connections without draining. The
+// store still closes (an in-process test cannot lose the page cache).
+func (n *Node) Kill() {
+	if n.mesh != nil {
+		_ = n.mesh.Abort()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = n.Close(ctx)
+}
+
 // Close shuts down gracefully: the node stops being ready, front ends stop
 // accepting and finish or fail in-flight requests, HTTP drains, background
 // work stops and pebble closes cleanly. ctx bounds the draining.
@@ -244,6 +265,11 @@ func (n *Node) Close(ctx context.Context) error {
 			}()
 		}
 		fwg.Wait()
+		if n.mesh != nil {
+			if err := n.mesh.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("mesh: %w", err))
+			}
+		}
 		if n.httpSrv != nil {
 			if err := n.httpSrv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("http: %w", err))
@@ -336,9 +362,6 @@ func (n *Node) Ready() bool { return n.ready.Load() }
 
 // LocalNode implements protocols.Cluster.
 func (n *Node) LocalNode() protocols.NodeInfo { return n.local }
-
-// RegionNodes implements protocols.Cluster: one node per region for now.
-func (n *Node) RegionNodes() []protocols.NodeInfo { return []protocols.NodeInfo{n.local} }
 
 // ClusterID implements protocols.Cluster.
 func (n *Node) ClusterID() string { return n.clusterID }

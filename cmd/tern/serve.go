@@ -19,6 +19,8 @@ type serveFlags struct {
 	config                          string
 	dataDir, node, region, rack     string
 	kafkaAddr, pulsarAddr, httpAddr string
+	gossipAddr, meshAddr, gossipKey string
+	join                            []string
 	shutdownTimeout                 time.Duration
 }
 
@@ -45,6 +47,10 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.kafkaAddr, "kafka-addr", "", "Kafka listener host:port (default :9092)")
 	fl.StringVar(&f.pulsarAddr, "pulsar-addr", "", "Pulsar listener host:port (default :6650)")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listener for admin, metrics and console (default :8080)")
+	fl.StringVar(&f.gossipAddr, "gossip-addr", "", "gossip (serf) host:port, TCP and UDP (default :7946)")
+	fl.StringVar(&f.meshAddr, "mesh-addr", "", "replication (QUIC) host:port, UDP (default :7947)")
+	fl.StringSliceVar(&f.join, "join", nil, "gossip host:port of nodes to join, comma separated")
+	fl.StringVar(&f.gossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
 	return c
 }
@@ -71,6 +77,12 @@ func (f *serveFlags) load(cmd *cobra.Command) (configs.Node, error) {
 	set("kafka-addr", &cfg.Listeners.Kafka, f.kafkaAddr)
 	set("pulsar-addr", &cfg.Listeners.Pulsar, f.pulsarAddr)
 	set("http-addr", &cfg.Listeners.HTTP, f.httpAddr)
+	set("gossip-addr", &cfg.Mesh.GossipAddr, f.gossipAddr)
+	set("mesh-addr", &cfg.Mesh.MeshAddr, f.meshAddr)
+	set("gossip-key", &cfg.Mesh.GossipKey, f.gossipKey)
+	if cmd.Flags().Changed("join") {
+		cfg.Mesh.Join = f.join
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usagef("invalid configuration:\n%w", err)
 	}

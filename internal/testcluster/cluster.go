@@ -13,6 +13,7 @@ import (
 
 	"github.com/ternmq/tern/configs"
 	"github.com/ternmq/tern/proxy"
+	"github.com/ternmq/tern/regions"
 )
 
 // Cluster is a set of in-process nodes.
@@ -77,6 +78,10 @@ func (c *Cluster) Add(s Spec) *Node {
 	cfg.Mesh.GossipAddr = freeTCP(c.t)
 	cfg.Mesh.MeshAddr = freeUDP(c.t)
 	cfg.Log.Level = "warn"
+	// Every node joins the mesh through the cluster's first node.
+	if first := c.Nodes(); len(first) > 0 {
+		cfg.Mesh.Join = []string{first[0].Config.Mesh.GossipAddr}
+	}
 	if s.Tweak != nil {
 		s.Tweak(&cfg)
 	}
@@ -114,7 +119,8 @@ func logger() *slog.Logger {
 
 func (n *Node) start() {
 	n.c.t.Helper()
-	node, err := proxy.New(n.Config, proxy.Options{Logger: logger(), Version: "test"})
+	timings := FastTimings()
+	node, err := proxy.New(n.Config, proxy.Options{Logger: logger().With("node", n.Name), Version: "test", MeshTimings: &timings})
 	if err != nil {
 		n.c.t.Fatalf("node %s: %v", n.Name, err)
 	}
@@ -150,12 +156,71 @@ func (n *Node) Stop() {
 	}
 }
 
+// Kill stops the node as a crash looks to its peers: no graceful leave, no
+// draining. Restart brings it back with the same identity and data.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	node := n.node
+	n.node = nil
+	n.mu.Unlock()
+	if node != nil {
+		node.Kill()
+	}
+}
+
 // Restart stops the node and starts it again with the same name, data
 // directory and addresses.
 func (n *Node) Restart() {
 	n.c.t.Helper()
 	n.Stop()
 	n.start()
+}
+
+// FastTimings are gossip timings for loopback tests: failures are detected
+// in about two seconds and a leave propagates at once.
+func FastTimings() regions.Timings {
+	return regions.Timings{
+		ProbeInterval:           400 * time.Millisecond,
+		ProbeTimeout:            200 * time.Millisecond,
+		SuspicionMult:           3,
+		SuspicionMaxTimeoutMult: 3,
+		GossipInterval:          100 * time.Millisecond,
+		GossipNodes:             3,
+		GossipToTheDead:         4 * time.Second,
+		PushPullInterval:        2 * time.Second,
+		TCPTimeout:              5 * time.Second,
+		ReapInterval:            200 * time.Millisecond,
+		ReconnectInterval:       500 * time.Millisecond,
+		ReconnectTimeout:        time.Hour,
+		TombstoneTimeout:        time.Hour,
+		LeavePropagateDelay:     50 * time.Millisecond,
+	}
+}
+
+// WaitMesh waits until every running node sees every other running node
+// alive.
+func (c *Cluster) WaitMesh(timeout time.Duration) {
+	c.t.Helper()
+	WaitFor(c.t, timeout, "every node to see every other alive", func() bool {
+		nodes := c.Nodes()
+		for _, a := range nodes {
+			pa := a.Proxy()
+			if pa == nil || pa.Mesh() == nil {
+				continue
+			}
+			dir := pa.Mesh().Directory()
+			for _, b := range nodes {
+				if b.Proxy() == nil {
+					continue
+				}
+				m, ok := dir.Node(b.Name)
+				if !ok || m.State != regions.StateAlive {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 // KafkaAddr is the Kafka listener address.

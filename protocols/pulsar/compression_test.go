@@ -153,11 +153,11 @@ func TestDecompressCorrupt(t *testing.T) {
 }
 
 // TestDecompressionBomb feeds each codec a small payload that inflates to
-// 64 MiB while announcing 1 KiB, and checks that it fails without
+// 32 MiB while announcing 1 KiB, and checks that it fails without
 // allocating anything near the inflated size.
 func TestDecompressionBomb(t *testing.T) {
 	c := mustCodec(t)
-	zeros := make([]byte, 64<<20)
+	zeros := make([]byte, 32<<20)
 	bombs := map[pb.CompressionType][]byte{}
 	for _, ct := range allCodecs[1:] {
 		b, err := c.Compress(nil, ct, zeros)

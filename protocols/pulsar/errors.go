@@ -21,7 +21,7 @@ var (
 	ErrCommand = errors.New("pulsar: malformed command")
 
 	// ErrUnsupportedCommand means a valid command of a type tern does not
-	// serve. See *UnsupportedCommandError.
+	// serve. The stream is still in sync. See *UnsupportedCommandError.
 	ErrUnsupportedCommand = errors.New("pulsar: unsupported command")
 
 	// ErrPayload means the payload section of a SEND or MESSAGE frame is
@@ -62,6 +62,7 @@ type FrameSizeError struct {
 	Min, Max uint32
 }
 
+// Error says which bound the size broke and what to change.
 func (e *FrameSizeError) Error() string {
 	if e.Size > e.Max {
 		return fmt.Sprintf("pulsar: frame of %d bytes exceeds the limit of %d bytes; "+
@@ -83,6 +84,7 @@ type ChecksumError struct {
 	Want, Got uint32
 }
 
+// Error names both checksums, which tells corruption from a wrong algorithm.
 func (e *ChecksumError) Error() string {
 	return fmt.Sprintf("pulsar: payload checksum mismatch: frame carries 0x%08x, content hashes to 0x%08x",
 		e.Want, e.Got)
@@ -98,6 +100,7 @@ type UnsupportedCommandError struct {
 	Type int32
 }
 
+// Error names the command type so that the log shows what the client wanted.
 func (e *UnsupportedCommandError) Error() string {
 	if _, known := pb.BaseCommand_Type_name[e.Type]; !known {
 		return fmt.Sprintf("pulsar: command type %d is unknown to this broker", e.Type)
