@@ -11,6 +11,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/golang/protobuf v1.5.4 // indirect
+
 require (
 	github.com/AthenZ/athenz v1.12.13 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect
