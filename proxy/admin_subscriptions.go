@@ -150,4 +150,3 @@ func (n *Node) idOffset(p protocols.Partition, id messageID) (int64, error) {
 	}
 	return hw, nil
 }
-
