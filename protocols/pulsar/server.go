@@ -121,7 +121,10 @@ func NewServer(cfg Config, b protocols.Messaging) (*Server, error) {
 	}
 	cc := DefaultCodecConfig()
 	cc.MaxFrameSize = cfg.MaxMessageSize + FramePadding
-	cc.MaxUncompressedSize = max(cc.MaxUncompressedSize, cfg.MaxMessageSize)
+	// A client never sends more than max_message_size uncompressed (it
+	// chunks or fails larger messages), so a SEND that announces more is
+	// refused before anything of that size is allocated.
+	cc.MaxUncompressedSize = cfg.MaxMessageSize
 	codec, err := NewCodec(cc)
 	if err != nil {
 		return nil, err
