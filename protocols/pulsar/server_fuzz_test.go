@@ -225,4 +225,3 @@ func seedScripts(t testing.TB) [][]byte {
 	)
 	return [][]byte{produce, consume, reader, keyShared, meta, join(produce, consume, reader, meta)}
 }
-
