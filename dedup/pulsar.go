@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 )
 
@@ -25,9 +24,6 @@ import (
 // PulsarKind is the producer-state kind byte (localstore.ProducerKey) of
 // layer 1. The Kafka idempotence layer uses a different byte.
 const PulsarKind byte = 'p'
-
-// ErrCorruptState reports a stored producer state that cannot be decoded.
-var ErrCorruptState = errors.New("dedup: corrupt producer state")
 
 // PulsarState is what is persisted per producer name and partition.
 type PulsarState struct {

@@ -17,32 +17,32 @@ import (
 	"github.com/ternmq/tern/protocols/pulsar/pb"
 )
 
-// rawConn speaks the Pulsar protocol frame by frame with this repository's
+// pulsarRawConn speaks the Pulsar protocol frame by frame with this repository's
 // codec, to send what no real client would.
-type rawConn struct {
+type pulsarRawConn struct {
 	t  testing.TB
 	c  net.Conn
 	fr *tp.FrameReader
 }
 
-func dialRaw(t testing.TB, n *testcluster.Node) *rawConn {
+func dialPulsarRaw(t testing.TB, n *testcluster.Node) *pulsarRawConn {
 	t.Helper()
 	c, err := net.Dial("tcp", n.PulsarAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &rawConn{t: t, c: c, fr: tp.NewFrameReader(c, tp.DefaultMaxFrameSize)}
+	return &pulsarRawConn{t: t, c: c, fr: tp.NewFrameReader(c, tp.DefaultMaxFrameSize)}
 }
 
-func (r *rawConn) write(b []byte) {
+func (r *pulsarRawConn) write(b []byte) {
 	r.t.Helper()
 	if _, err := r.c.Write(b); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
-func (r *rawConn) cmd(body proto.Message) {
+func (r *pulsarRawConn) cmd(body proto.Message) {
 	r.t.Helper()
 	b, err := tp.AppendCommand(nil, tp.NewCommand(body))
 	if err != nil {
@@ -52,7 +52,7 @@ func (r *rawConn) cmd(body proto.Message) {
 }
 
 // read returns the next command from the broker.
-func (r *rawConn) read() *pb.BaseCommand {
+func (r *pulsarRawConn) read() *pb.BaseCommand {
 	r.t.Helper()
 	_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var cmd pb.BaseCommand
@@ -63,7 +63,7 @@ func (r *rawConn) read() *pb.BaseCommand {
 }
 
 // closed waits for the broker to close the connection.
-func (r *rawConn) closed() bool {
+func (r *pulsarRawConn) closed() bool {
 	_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 4096)
 	for {
@@ -74,7 +74,7 @@ func (r *rawConn) closed() bool {
 	}
 }
 
-func (r *rawConn) connect() {
+func (r *pulsarRawConn) connect() {
 	r.t.Helper()
 	r.cmd(&pb.CommandConnect{ClientVersion: proto.String("raw-test"), ProtocolVersion: proto.Int32(20)})
 	if c := r.read(); c.GetType() != pb.BaseCommand_CONNECTED {
@@ -82,7 +82,7 @@ func (r *rawConn) connect() {
 	}
 }
 
-func (r *rawConn) producer(topic string) {
+func (r *pulsarRawConn) producer(topic string) {
 	r.t.Helper()
 	r.cmd(&pb.CommandProducer{Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)})
 	if c := r.read(); c.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
@@ -110,7 +110,7 @@ func TestPulsarChecksumMismatch(t *testing.T) {
 	c := testcluster.Start(t)
 	n := c.Node(0)
 	topic := newTopic(t, "checksum")
-	r := dialRaw(t, n)
+	r := dialPulsarRaw(t, n)
 	r.connect()
 	r.producer(topic)
 	r.write(sendFrame(t, 0, "bad", true))
@@ -167,7 +167,7 @@ func TestPulsarBadFrames(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := dialRaw(t, n)
+			r := dialPulsarRaw(t, n)
 			if tc.connect {
 				r.connect()
 				r.producer(victim)

@@ -106,7 +106,7 @@ func BenchmarkProduce1KiB(b *testing.B) {
 	})
 	b.Run("log", func(b *testing.B) {
 		topic := newTopic(b, "bench-log")
-		createTopic(b, n, topic, 0)
+		createPulsarTopic(b, n, topic, 0)
 		name, _ := protocols.ParseTopicName(topic, "")
 		part := protocols.Partition{Topic: name, Index: -1}
 		const per = 128

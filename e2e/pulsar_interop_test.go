@@ -37,7 +37,7 @@ func TestPulsarInteropKafkaToPulsar(t *testing.T) {
 	c := testcluster.Start(t)
 	n := c.Node(0)
 	topic := newTopic(t, "k2p")
-	createTopic(t, n, topic, 1) // Kafka topics are partitioned topics
+	createPulsarTopic(t, n, topic, 1) // Kafka topics are partitioned topics
 	name, _ := protocols.ParseTopicName(topic, "")
 	part := protocols.Partition{Topic: name, Index: 0}
 	cl := newClient(t, n)
@@ -90,7 +90,7 @@ func TestPulsarInteropPulsarToKafka(t *testing.T) {
 	c := testcluster.Start(t)
 	n := c.Node(0)
 	topic := newTopic(t, "p2k")
-	createTopic(t, n, topic, 1)
+	createPulsarTopic(t, n, topic, 1)
 	cl := newClient(t, n)
 	p := mustProducer(t, cl, pulsar.ProducerOptions{Topic: topic, CompressionType: pulsar.ZSTD, BatchingMaxMessages: 5})
 	et := time.UnixMilli(1_600_000_000_000)

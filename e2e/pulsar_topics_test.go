@@ -13,7 +13,7 @@ import (
 	"github.com/ternmq/tern/protocols"
 )
 
-func createTopic(t testing.TB, n *testcluster.Node, topic string, partitions int) {
+func createPulsarTopic(t testing.TB, n *testcluster.Node, topic string, partitions int) {
 	t.Helper()
 	name, err := protocols.ParseTopicName(topic, "public/default")
 	if err != nil {
@@ -31,7 +31,7 @@ func TestPulsarPartitionedTopic(t *testing.T) {
 	c := testcluster.Start(t)
 	cl := newClient(t, c.Node(0))
 	topic := newTopic(t, "parts")
-	createTopic(t, c.Node(0), topic, 3)
+	createPulsarTopic(t, c.Node(0), topic, 3)
 	parts, err := cl.TopicPartitions(topic)
 	if err != nil || len(parts) != 3 || parts[2] != topic+"-partition-2" {
 		t.Fatalf("partitions %v %v", parts, err)
@@ -75,9 +75,9 @@ func TestPulsarRegexConsumer(t *testing.T) {
 	stem := strings.TrimPrefix(newTopic(t, "rx"), "persistent://public/default/")
 	a, b := "persistent://public/default/"+stem+"-a", "persistent://public/default/"+stem+"-b"
 	other := newTopic(t, "other")
-	createTopic(t, c.Node(0), a, 0)
-	createTopic(t, c.Node(0), b, 2)
-	createTopic(t, c.Node(0), other, 0)
+	createPulsarTopic(t, c.Node(0), a, 0)
+	createPulsarTopic(t, c.Node(0), b, 2)
+	createPulsarTopic(t, c.Node(0), other, 0)
 	cons := mustSubscribe(t, cl, pulsar.ConsumerOptions{
 		TopicsPattern: "persistent://public/default/" + stem + "-.*", SubscriptionName: "s",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AutoDiscoveryPeriod: 200 * time.Millisecond,
@@ -95,7 +95,7 @@ func TestPulsarRegexConsumer(t *testing.T) {
 	}
 	expectNone(t, cons, 300*time.Millisecond)
 	late := "persistent://public/default/" + stem + "-late"
-	createTopic(t, c.Node(0), late, 0)
+	createPulsarTopic(t, c.Node(0), late, 0)
 	p := mustProducer(t, cl, pulsar.ProducerOptions{Topic: late})
 	send(t, p, &pulsar.ProducerMessage{Payload: []byte("late")})
 	if m := receive(t, cons, 20*time.Second); string(m.Payload()) != "late" {
