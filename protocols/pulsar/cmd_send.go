@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -45,13 +46,14 @@ import (
 
 // sendScratch is the reader goroutine's reusable SEND state.
 type sendScratch struct {
-	md     pb.MessageMetadata
-	smm    pb.SingleMessageMetadata
-	plain  []byte
-	msgs   []protocols.Message
-	extras []protocols.MessageExtras
-	batch  []byte
-	comp   protocols.Compressor
+	md      pb.MessageMetadata
+	smm     pb.SingleMessageMetadata
+	plain   []byte
+	msgs    []protocols.Message
+	extras  []protocols.MessageExtras
+	headers []protocols.Header
+	batch   []byte
+	comp    protocols.Compressor
 }
 
 // errNotAllowed marks a SEND that can never be stored.
@@ -133,6 +135,7 @@ func (c *conn) buildEntry(p *producer, cmd *pb.CommandSend, payload Payload) (pr
 	last := first
 	sc.msgs = sc.msgs[:0]
 	sc.extras = sc.extras[:0]
+	sc.headers = sc.headers[:0]
 	env := protocols.Envelope{
 		ProducerName:  p.lease.Name(),
 		SequenceFirst: int64(first),
@@ -217,13 +220,16 @@ func (sc *sendScratch) add(key *string, value []byte, null bool, props []*pb.Key
 		m.Value = nil
 	}
 	if key != nil {
-		m.Key = []byte(*key)
+		m.Key = stringBytes(*key)
 	}
 	if len(props) > 0 {
-		m.Headers = make([]protocols.Header, len(props))
-		for i, kv := range props {
-			m.Headers[i] = protocols.Header{Key: kv.GetKey(), Value: []byte(kv.GetValue())}
+		// One backing array for the whole SEND; it only lives until the
+		// batch is encoded.
+		at := len(sc.headers)
+		for _, kv := range props {
+			sc.headers = append(sc.headers, protocols.Header{Key: kv.GetKey(), Value: stringBytes(kv.GetValue())})
 		}
+		m.Headers = sc.headers[at:len(sc.headers):len(sc.headers)]
 	}
 	x := protocols.MessageExtras{}
 	if len(orderingKey) > 0 {
@@ -236,6 +242,10 @@ func (sc *sendScratch) add(key *string, value []byte, null bool, props []*pb.Key
 	sc.msgs = append(sc.msgs, m)
 	sc.extras = append(sc.extras, x)
 }
+
+// stringBytes views a string's bytes without copying. The slices built
+// from it are only read (AppendBatch copies them into the batch).
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // kafkaCodec is the Kafka codec of a Pulsar codec's family.
 func kafkaCodec(t pb.CompressionType) protocols.Codec {
