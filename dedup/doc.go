@@ -1,19 +1,28 @@
-// Package dedup holds the deduplication state machines of DESIGN §5: Pulsar
-// producer names (layer 1), Kafka idempotent producers (layer 2) and
-// replication origins (layer 3).
+// Package dedup holds tern's deduplication state machines (DESIGN §5): pure
+// code that decides whether an append is new, a resend to answer with its
+// original offsets, or out of order, and that encodes the state to persist
+// with the entry.
 //
-// Each state machine is pure: it decides whether an entry about to be
-// appended is new or a resend, and says what state to persist with it. It
-// does no I/O and keeps no clock of its own; package proxy loads the state
-// from localstore, calls the machine under the partition's append lock, and
-// writes the encoded state in the same pebble batch as the entry, so that the
-// log and the state always agree after a crash.
+// It exists so that the rules live in one place, testable without storage
+// or sockets, and so that every protocol front end and the replicator get
+// the same answers. It must not do I/O: the node (package proxy) reads the
+// persisted state through localstore, runs the checks under the partition's
+// append lock and writes the returned state in the same pebble batch as the
+// entry, so a crash leaves both or neither. It must not know wire formats
+// beyond the sequence fields a batch carries.
 //
-// Persisted state lives under localstore.ProducerKey(partition, kind, name)
-// with one kind byte per layer, so the layers never collide:
+// Layer 2, Kafka idempotent producers (kafka.go): per (producer id,
+// partition) the producer epoch and the last five batches' sequence ranges
+// with their offsets. Its localstore.ProducerKey kind byte is KindKafka
+// (0x4B, 'K'); the producer part of the key is the producer id as 8
+// big-endian bytes (ProducerKey), and the value is EncodeState's format.
+// Other layers use other kind bytes. A producer idle for DefaultExpiry (a
+// day, as Kafka's producer.id.expiration.ms) is forgotten: a later append to
+// the partition lists it in its Decision so the node deletes its state in
+// that append's write.
 //
-//	'p'  Pulsar producer name -> PulsarState (this package's pulsar.go)
-//
-// The package must not import storage or the node, and must not speak a wire
-// protocol.
+// Layer 1, Pulsar producer names (pulsar.go): per (producer name,
+// partition) the highest sequence id stored and the offsets of the entry
+// that carried it. Its kind byte is PulsarKind ('p'); the producer part of
+// the key is the name's bytes and the value is PulsarState's encoding.
 package dedup

@@ -115,5 +115,21 @@ func (p *PulsarProducers) Record(name string, last, base, lastOffset int64) Puls
 	return s
 }
 
+// State returns the state stored for name.
+func (p *PulsarProducers) State(name string) (PulsarState, bool) {
+	s, ok := p.names[name]
+	return s, ok
+}
+
+// Restore puts back a state returned by State (or forgets the name when
+// it had none), for an append that failed before it was written.
+func (p *PulsarProducers) Restore(name string, s PulsarState, had bool) {
+	if had {
+		p.names[name] = s
+	} else {
+		delete(p.names, name)
+	}
+}
+
 // Len is the number of producer names tracked.
 func (p *PulsarProducers) Len() int { return len(p.names) }

@@ -58,6 +58,23 @@ func TestPulsarCheck(t *testing.T) {
 	}
 }
 
+func TestPulsarRestore(t *testing.T) {
+	p := NewPulsarProducers()
+	p.Record("a", 5, 0, 5)
+	prev, had := p.State("a")
+	p.Record("a", 9, 6, 9)
+	p.Restore("a", prev, had)
+	if p.Last("a") != 5 {
+		t.Fatalf("restored to %d, want 5", p.Last("a"))
+	}
+	_, had = p.State("b")
+	p.Record("b", 1, 10, 11)
+	p.Restore("b", PulsarState{}, had)
+	if p.Last("b") != -1 || p.Len() != 1 {
+		t.Fatalf("a new name was not forgotten: last %d, %d names", p.Last("b"), p.Len())
+	}
+}
+
 func FuzzDecodePulsarState(f *testing.F) {
 	f.Add(PulsarState{Sequence: 1, Base: 2, Last: 3}.Encode())
 	f.Add([]byte{})

@@ -181,7 +181,7 @@ func (pa *PendingAppend) Wait() (AppendResult, error) {
 	}
 	pa.done = true
 	if pa.end < 0 { // answered by the guard
-		return pa.res, nil
+		return pa.res, pa.waitCovered()
 	}
 	var err error
 	if !pa.synced {
@@ -202,6 +202,31 @@ func (pa *PendingAppend) Wait() (AppendResult, error) {
 	pa.p.advance(pa.end)
 	pa.res.LogStart = pa.p.start.Load()
 	return pa.res, nil
+}
+
+// waitCovered waits until the high watermark covers the offsets a guard
+// answered with: a resend recognised as a duplicate while the original
+// still waits for its fsync must not be acknowledged before it.
+func (pa *PendingAppend) waitCovered() error {
+	target := pa.res.BaseOffset + pa.res.Count
+	for {
+		hw := pa.p.hw.Load()
+		if hw >= target {
+			return nil
+		}
+		if err := pa.s.Wait(context.Background(), []Watch{{PID: pa.p.id, Offset: hw}}); err != nil {
+			return err
+		}
+		if err := pa.s.check(); err != nil {
+			return err
+		}
+		pa.p.wmu.Lock()
+		closed := pa.p.closed
+		pa.p.wmu.Unlock()
+		if closed && pa.p.hw.Load() < target {
+			return fmt.Errorf("%w: partition %d closed before offset %d was durable", ErrPartitionNotFound, pa.p.id, target-1)
+		}
+	}
 }
 
 // Offsets are a partition's log start offset and high watermark.

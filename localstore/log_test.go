@@ -306,3 +306,33 @@ func TestStartAppendPipelinesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// A resend recognised as a duplicate while the original still waits for
+// its fsync is answered only once the original is durable.
+func TestSkippedAppendWaitsForTheOriginal(t *testing.T) {
+	s := openTest(t, Config{})
+	tm, _ := s.CreateTopic("dupwait", 0, nil)
+	pid := tm.PIDs[0]
+	orig, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: makeEntry(t, "o", 3, 8, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: makeEntry(t, "o", 3, 8, 0),
+		Guard: func(int64) ([]Op, *AppendResult, error) { return nil, &AppendResult{BaseOffset: 0, Count: 3}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := dup.Wait(); done <- err }()
+	select {
+	case <-done:
+		t.Fatal("the duplicate was answered before the original was durable")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if _, err := orig.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

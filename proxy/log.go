@@ -79,11 +79,16 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 		return nil, err
 	}
 	*bp = entry
+	check, finish, err := n.guard(pid, p, &h, &req.Envelope, lim)
+	if err != nil {
+		return nil, err
+	}
 	pa, err := n.store.StartAppend(ctx, pid, localstore.AppendRequest{
 		Entry:      entry,
 		Durability: lim.durability,
-		Guard:      n.guard(pid, p, &h, &req.Envelope, lim),
+		Guard:      check,
 	})
+	finish(err)
 	if err != nil {
 		return nil, mapStoreErr(err)
 	}
@@ -94,12 +99,14 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 // layers of DESIGN §5 plug in here: Kafka idempotence when the batch
 // carries a producer id, Pulsar producer dedup when the envelope names a
 // producer and the namespace enables it, replication dedup when the
-// envelope has an origin region.
-func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) func(int64) ([]localstore.Op, *localstore.AppendResult, error) {
-	if g := n.pulsarGuard(pid, h, env, lim); g != nil {
-		return g
+// envelope has an origin region. check runs under the partition's append
+// lock; finish is called with the append's outcome, so layers keeping
+// memory state commit it only once the write is applied.
+func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) (check func(int64) ([]localstore.Op, *localstore.AppendResult, error), finish func(error), err error) {
+	if check, finish := n.pulsarGuard(pid, h, env, lim); check != nil {
+		return check, finish, nil
 	}
-	return nil
+	return n.kafkaGuard(pid, h)
 }
 
 // Fetch implements protocols.Log.

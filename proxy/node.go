@@ -78,6 +78,7 @@ type Node struct {
 	httpLn    net.Listener
 	frontends []*frontend
 	registry  *prometheus.Registry
+	kafka     kafkaState
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -214,6 +215,7 @@ func (n *Node) Start() error {
 // for. Each front end adds itself here.
 func (n *Node) frontendsFromConfig() {
 	n.startMessaging()
+	n.addFrontend("kafka", n.cfg.Listeners.Kafka, n.kafkaServer())
 }
 
 func (n *Node) closeListeners() {

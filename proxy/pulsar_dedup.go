@@ -21,13 +21,9 @@ import (
 // A duplicate's ProduceResult carries the original entry's offsets when the
 // resend is of the producer's latest entry. Otherwise BaseOffset is -1 and
 // LastOffset is the last offset submitted before the resend arrived: the
-// original is at or below it, so a front end that waits for that offset to
-// become durable (Broker.Wait) before answering never acknowledges a message
-// that a crash could still take away.
-//
-// Memory state is updated in the Guard, before the write is durable. That
-// is safe because a failed write makes the store refuse every later write
-// until a restart, which reloads the state from disk.
+// original is at or below it. Either way the log answers only once those
+// offsets are durable, so no resend is acknowledged while a crash could
+// still take its original away.
 
 type dedupStates struct {
 	mu    sync.Mutex
@@ -72,18 +68,27 @@ func (st *dedupState) loadLocked(n *Node, pid localstore.PartitionID) error {
 	return nil
 }
 
-// pulsarGuard returns the layer-1 check for an append, or nil when it does
-// not apply: no producer name, deduplication off for the namespace, or a
-// replicated entry (layer 3 handles those).
-func (n *Node) pulsarGuard(pid localstore.PartitionID, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) func(int64) ([]localstore.Op, *localstore.AppendResult, error) {
+// pulsarGuard returns the layer-1 check and its finish for an append, or
+// nil when it does not apply: no producer name, deduplication off for the
+// namespace, or a replicated entry (layer 3 handles those).
+//
+// The check records the producer's new state at once, under the append
+// lock, so the next append of the same name (possibly a resend arriving on
+// another connection) sees it. If the append then fails before pebble takes
+// the write, finish puts the previous state back, unless a later append has
+// moved it on already. A failure after pebble took the write fails the
+// store, which reloads the state from disk on restart.
+func (n *Node) pulsarGuard(pid localstore.PartitionID, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) (func(int64) ([]localstore.Op, *localstore.AppendResult, error), func(error)) {
 	if env.ProducerName == "" || !lim.dedup || env.OriginRegion != "" || h.ProducerID >= 0 {
-		return nil
+		return nil, nil
 	}
 	st := n.messaging().dedup.get(pid)
 	name := env.ProducerName
 	first, last := env.SequenceFirst, max(env.SequenceLast, env.SequenceFirst)
 	count := h.OffsetCount()
-	return func(base int64) ([]localstore.Op, *localstore.AppendResult, error) {
+	var prev, next dedup.PulsarState
+	var hadPrev, recorded bool
+	check := func(base int64) ([]localstore.Op, *localstore.AppendResult, error) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if err := st.loadLocked(n, pid); err != nil {
@@ -93,11 +98,26 @@ func (n *Node) pulsarGuard(pid localstore.PartitionID, h *protocols.BatchHeader,
 			if v.Base >= 0 {
 				return nil, &localstore.AppendResult{BaseOffset: v.Base, Count: v.Last - v.Base + 1}, nil
 			}
+			// The original is somewhere below base: answer once all of it
+			// is durable (the store waits for BaseOffset+Count).
 			return nil, &localstore.AppendResult{BaseOffset: -1, Count: base + 1}, nil
 		}
-		s := st.p.Record(name, last, base, base+count-1)
-		return []localstore.Op{{Key: localstore.ProducerKey(pid, dedup.PulsarKind, []byte(name)), Value: s.Encode()}}, nil, nil
+		prev, hadPrev = st.p.State(name)
+		next = st.p.Record(name, last, base, base+count-1)
+		recorded = true
+		return []localstore.Op{{Key: localstore.ProducerKey(pid, dedup.PulsarKind, []byte(name)), Value: next.Encode()}}, nil, nil
 	}
+	finish := func(err error) {
+		if err == nil || !recorded {
+			return
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if cur, ok := st.p.State(name); ok && cur == next {
+			st.p.Restore(name, prev, hadPrev)
+		}
+	}
+	return check, finish
 }
 
 // pulsarLastSequence is the highest sequence id stored for a producer name

@@ -369,11 +369,9 @@ func (c *conn) receipter() {
 			}
 			continue
 		}
+		// A resend recognised as a duplicate is answered once its original
+		// is durable: the log waits for that before Wait returns.
 		res, err := it.pending.Wait()
-		if err == nil && res.Duplicate && res.LastOffset >= 0 {
-			// Acknowledge a resend only once its original is durable.
-			err = c.s.b.Wait(c.ctx, []protocols.Watch{{Partition: it.producer.part, Offset: res.LastOffset}})
-		}
 		c.release(it.size)
 		if err != nil {
 			code, msg := sendErrorFor(err)

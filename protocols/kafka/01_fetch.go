@@ -1,0 +1,158 @@
+package kafka
+
+// Fetch, versions 4-12. v13+ (topic ids) is not advertised.
+//
+// Differences from Apache Kafka:
+//   - fetch sessions (KIP-227) are not kept: the response SessionID is
+//     always 0, which clients take as "send full fetches"; a request naming
+//     a session gets FETCH_SESSION_ID_NOT_FOUND;
+//   - batches are returned as stored, starting with the entry holding the
+//     fetch offset (clients skip records below it), with leader epoch -1;
+//   - read_committed reads up to the last stable offset, which equals the
+//     high watermark until transactions land; AbortedTransactions is empty;
+//   - no PreferredReadReplica (-1): a region serves from one node.
+//
+// Long-poll: when fewer than MinBytes are available the reply waits (in
+// the connection's writer, so the reader goes on) until data arrives on a
+// fetched partition or MaxWaitMillis passes, then reads again.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ternmq/tern/protocols"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
+
+func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
+	req := kr.(*kmsg.FetchRequest)
+	start := time.Now()
+	if req.SessionID != 0 || req.SessionEpoch > 0 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		r.resp = resp
+		return nil
+	}
+	resp, n, watches, done := c.s.fetchOnce(c.ctx, req)
+	if done || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
+		c.s.stats.fetched.Add(int64(n))
+		r.resp = resp
+		return nil
+	}
+	deadline := start.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	r.wait = func(ctx context.Context) kmsg.Response {
+		for {
+			wctx, cancel := context.WithDeadline(ctx, deadline)
+			stop := context.AfterFunc(c.s.drain, cancel)
+			err := c.s.b.Wait(wctx, watches)
+			stop()
+			cancel()
+			if ctx.Err() != nil || c.s.drain.Err() != nil {
+				return resp
+			}
+			resp, n, watches, done = c.s.fetchOnce(ctx, req)
+			// A watch error (a watched partition went away) is reported by
+			// the read just done.
+			if done || n >= int(req.MinBytes) || err != nil || !time.Now().Before(deadline) {
+				c.s.stats.fetched.Add(int64(n))
+				return resp
+			}
+		}
+	}
+	return nil
+}
+
+// fetchOnce reads every requested partition. It returns the response, the
+// record bytes in it, the partitions to watch for a long-poll, and whether
+// an error means the reply should go out at once.
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []protocols.Watch, bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
+	tc := s.newTopicCache(false)
+	remaining := int(req.MaxBytes)
+	if remaining <= 0 {
+		remaining = 1
+	}
+	total := 0
+	var watches []protocols.Watch
+	urgent := false
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := &resp.Topics[ti]
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for pi := range rt.Partitions {
+			p := &rt.Partitions[pi]
+			sp := &st.Partitions[pi]
+			*sp = kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = p.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			// Empty, not null: librdkafka rejects a null record set.
+			sp.RecordBatches = []byte{}
+			part, err := tc.partition(ctx, rt.Topic, p.Partition)
+			if err != nil {
+				sp.ErrorCode = errCode(err)
+				urgent = true
+				continue
+			}
+			if remaining <= 0 && total > 0 {
+				// Out of response budget: report offsets only.
+				if off, err := s.b.Offsets(ctx, part); err == nil {
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = off.HighWatermark, off.LastStable, off.Start
+				}
+				continue
+			}
+			maxBytes := min(int(p.PartitionMaxBytes), remaining)
+			if maxBytes <= 0 {
+				maxBytes = 1
+			}
+			res, err := s.b.Fetch(ctx, part, p.FetchOffset, maxBytes)
+			if err != nil {
+				sp.ErrorCode = errCode(err)
+				var oor *protocols.OffsetOutOfRangeError
+				if errors.As(err, &oor) {
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = oor.End, oor.End, oor.Start
+				}
+				urgent = true
+				continue
+			}
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStable, res.Start
+			stable := res.HighWatermark
+			if req.IsolationLevel == 1 {
+				stable = res.LastStable
+			}
+			size := 0
+			for _, e := range res.Entries {
+				if e.BaseOffset >= stable {
+					break
+				}
+				b, err := protocols.SplitEntry(e.Value)
+				if err != nil {
+					sp.ErrorCode = kerr.KafkaStorageError.Code
+					urgent = true
+					break
+				}
+				size += len(b)
+			}
+			if size > 0 {
+				sp.RecordBatches = make([]byte, 0, size)
+				for _, e := range res.Entries {
+					if e.BaseOffset >= stable {
+						break
+					}
+					b, _ := protocols.SplitEntry(e.Value)
+					sp.RecordBatches = append(sp.RecordBatches, b...)
+				}
+				total += size
+				remaining -= size
+			} else {
+				watches = append(watches, protocols.Watch{Partition: part, Offset: p.FetchOffset})
+			}
+		}
+	}
+	return resp, total, watches, urgent
+}

@@ -1,0 +1,305 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ternmq/tern/protocols"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A connection has one reader goroutine and one writer goroutine. The
+// reader decodes a request, runs its handler, and queues the reply; the
+// writer takes replies in queue order, waits for deferred ones (a produce
+// waiting for its fsync, a fetch long-poll, a join waiting for the
+// rebalance) and writes them. So responses leave in request order while the
+// reader goes on with the next request: pipelined produce requests are
+// started (offsets assigned, writes submitted) one after another and share
+// their fsyncs. Handlers that change state do so in the reader, in request
+// order; only waiting happens in the writer.
+
+// reply is a request's answer, ready or deferred.
+type reply struct {
+	key     int16
+	version int16
+	corr    int32
+	// resp is the ready response; wait, if set, computes it instead.
+	// Neither set, or wait returning nil, means no response (acks=0).
+	resp kmsg.Response
+	wait func(ctx context.Context) kmsg.Response
+	// size is the request's frame size, counted against the in-flight
+	// budget until the reply is written.
+	size int
+	// closeAfter closes the connection once the reply is handled (acks=0
+	// produce errors, as Kafka does).
+	closeAfter bool
+}
+
+// conn is one client connection.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	remote string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	queue    chan *reply
+	inflight atomic.Int64
+	freed    chan struct{}
+	stopping atomic.Bool
+
+	clientID string
+	// dec validates compressed batches; used by the reader goroutine only.
+	dec protocols.Decompressor
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s:      s,
+		nc:     nc,
+		remote: nc.RemoteAddr().String(),
+		queue:  make(chan *reply, s.cfg.MaxInflightRequests),
+		freed:  make(chan struct{}, 1),
+	}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	return c
+}
+
+// stopReading makes the reader stop after the request it is on; queued
+// replies are still written.
+func (c *conn) stopReading() {
+	c.stopping.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+func (c *conn) serve() {
+	defer c.s.dropConn(c)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.writeLoop()
+	}()
+	if err := c.readLoop(); err != nil {
+		c.s.stats.protocolErrors.Add(1)
+		c.s.log.Warn("closing connection", "remote", c.remote, "client", c.clientID, "err", err)
+		// A protocol violation ends the connection now; replies queued
+		// before it are not written.
+		c.cancel()
+	}
+	close(c.queue)
+	wg.Wait()
+	c.cancel()
+	_ = c.nc.Close()
+}
+
+// maxSpareFrame bounds the frame buffer a connection keeps for reuse.
+const maxSpareFrame = 16 << 20
+
+func (c *conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var sizeBuf [4]byte
+	var spare []byte
+	for {
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			return c.readErr(err)
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || int(size) > c.s.cfg.MaxRequestBytes {
+			return fmt.Errorf("%w: frame of %d bytes; frames are 8 to %d bytes (raise kafka MaxRequestBytes for larger requests)", errProtocol, size, c.s.cfg.MaxRequestBytes)
+		}
+		if !c.acquire(int(size)) {
+			return nil
+		}
+		// A Produce request's bytes are copied into the log before its
+		// handler returns, so its frame buffer is reused for the next
+		// frame; other requests may keep slices of theirs (group
+		// metadata, assignments) and get a fresh one.
+		var buf []byte
+		if cap(spare) >= int(size) {
+			buf = spare[:size]
+		} else {
+			buf = make([]byte, size)
+		}
+		spare = nil
+		if _, err := io.ReadFull(br, buf); err != nil {
+			if err == io.ErrUnexpectedEOF {
+				return fmt.Errorf("%w: connection ended inside a %d-byte frame", errProtocol, size)
+			}
+			return c.readErr(err)
+		}
+		r, err := c.handle(buf)
+		if err != nil {
+			return err
+		}
+		if r.key == kmsg.Produce.Int16() && cap(buf) <= maxSpareFrame {
+			spare = buf
+		}
+		select {
+		case c.queue <- r:
+		case <-c.ctx.Done():
+			return nil
+		}
+		if r.closeAfter {
+			return nil
+		}
+	}
+}
+
+func (c *conn) readErr(err error) error {
+	if c.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || c.ctx.Err() != nil {
+		return nil
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return nil
+	}
+	return fmt.Errorf("read: %w", err)
+}
+
+// acquire counts n request bytes against the in-flight budget, waiting for
+// responses to be written when the budget is spent. One request is always
+// let through, so a frame larger than the budget still gets served.
+func (c *conn) acquire(n int) bool {
+	max := int64(c.s.cfg.MaxInflightBytes)
+	for {
+		cur := c.inflight.Load()
+		if cur == 0 || cur+int64(n) <= max {
+			c.inflight.Add(int64(n))
+			return true
+		}
+		select {
+		case <-c.freed:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+}
+
+func (c *conn) release(n int) {
+	c.inflight.Add(-int64(n))
+	select {
+	case c.freed <- struct{}{}:
+	default:
+	}
+}
+
+// handle decodes one request frame and runs its handler.
+func (c *conn) handle(frame []byte) (*reply, error) {
+	h, req, fallback, err := decodeRequest(frame)
+	if err != nil {
+		return nil, err
+	}
+	if h.clientID != "" && c.clientID == "" {
+		c.clientID = h.clientID
+	}
+	r := &reply{key: h.key, version: h.version, corr: h.corr, size: len(frame)}
+	if h.key >= 0 && h.key < maxKey {
+		c.s.stats.requests[h.key].Add(1)
+	}
+	if fallback != nil {
+		r.resp = fallback
+		return r, nil
+	}
+	if err := apis[h.key].handle(c, req, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeRequest parses a request frame: its header and its body at the
+// header's version. An ApiVersions request at a version not served gets
+// the fallback response instead of a body; anything else that cannot be
+// served is a protocol violation.
+func decodeRequest(frame []byte) (header, kmsg.Request, kmsg.Response, error) {
+	h, body, err := parseHeader(frame)
+	if err != nil {
+		return h, nil, nil, err
+	}
+	api, ok := apis[h.key]
+	if !ok {
+		return h, nil, nil, fmt.Errorf("%w: API key %d (%s) is not served", errProtocol, h.key, kmsg.NameForKey(h.key))
+	}
+	if h.version < api.min || h.version > api.max {
+		if h.key == kmsg.ApiVersions.Int16() {
+			return h, nil, apiVersionsFallback(h.version), nil
+		}
+		return h, nil, nil, fmt.Errorf("%w: %s version %d; versions %d to %d are served", errProtocol, kmsg.NameForKey(h.key), h.version, api.min, api.max)
+	}
+	req := kmsg.RequestForKey(h.key)
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		if body, err = skipHeaderTags(body); err != nil {
+			return h, nil, nil, err
+		}
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return h, nil, nil, fmt.Errorf("%w: %s v%d body: %v", errProtocol, kmsg.NameForKey(h.key), h.version, err)
+	}
+	return h, req, nil, nil
+}
+
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	broken := false
+	for r := range c.queue {
+		resp := r.resp
+		if r.wait != nil {
+			resp = r.wait(c.ctx)
+		}
+		c.release(r.size)
+		if broken || c.ctx.Err() != nil {
+			continue // drain so the reader never blocks
+		}
+		if resp != nil {
+			resp.SetVersion(r.version)
+			buf = append(buf[:0], 0, 0, 0, 0)
+			buf = binary.BigEndian.AppendUint32(buf, uint32(r.corr))
+			// The ApiVersions response header is always v0, even for
+			// flexible versions, so old clients can read the fallback.
+			if resp.IsFlexible() && r.key != kmsg.ApiVersions.Int16() {
+				buf = append(buf, 0)
+			}
+			buf = resp.AppendTo(buf)
+			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+			if _, err := bw.Write(buf); err != nil {
+				broken = true
+				c.cancel()
+				continue
+			}
+			if cap(buf) > 1<<20 {
+				buf = nil
+			}
+		}
+		if r.closeAfter {
+			broken = true
+			c.cancel()
+			_ = bw.Flush()
+			_ = c.nc.Close()
+			continue
+		}
+		if len(c.queue) == 0 {
+			if err := bw.Flush(); err != nil {
+				broken = true
+				c.cancel()
+			}
+		}
+	}
+	if !broken {
+		_ = bw.Flush()
+	}
+}

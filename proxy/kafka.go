@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"context"
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ternmq/tern/protocols/kafka"
+)
+
+// kafkaServer builds the Kafka front end from the node's configuration.
+func (n *Node) kafkaServer() ProtocolServer {
+	cfg := kafka.DefaultConfig()
+	cfg.Namespace = n.cfg.Kafka.Namespace
+	cfg.MaxInflightBytes = int(n.cfg.Limits.MaxInflightBytes)
+	cfg.MaxRequestBytes = max(cfg.MaxRequestBytes, int(n.cfg.Limits.MaxMessageBytes)+1<<20)
+	cfg.MaxConnections = n.cfg.Limits.MaxConnections
+	cfg.Logger = n.log
+	cfg.Now = n.opts.Now
+	srv, err := kafka.New(cfg, n)
+	if err != nil {
+		return failedServer{err}
+	}
+	n.kafka.srv.Store(srv)
+	return srv
+}
+
+// kafkaCollector adapts kafka.Metrics to Prometheus at scrape time.
+type kafkaCollector struct{ n *Node }
+
+var (
+	kafkaDescs = map[string]*prometheus.Desc{
+		"tern_kafka_connections":            prometheus.NewDesc("tern_kafka_connections", "Open Kafka client connections.", labels, nil),
+		"tern_kafka_connections_total":      prometheus.NewDesc("tern_kafka_connections_total", "Kafka connections accepted since start.", labels, nil),
+		"tern_kafka_protocol_errors_total":  prometheus.NewDesc("tern_kafka_protocol_errors_total", "Kafka connections closed for a protocol violation.", labels, nil),
+		"tern_kafka_produced_batches_total": prometheus.NewDesc("tern_kafka_produced_batches_total", "Record batches appended through Kafka.", labels, nil),
+		"tern_kafka_produced_records_total": prometheus.NewDesc("tern_kafka_produced_records_total", "Records appended through Kafka.", labels, nil),
+		"tern_kafka_fetched_bytes_total":    prometheus.NewDesc("tern_kafka_fetched_bytes_total", "Record bytes sent in Kafka fetch responses.", labels, nil),
+	}
+	kafkaRequests = prometheus.NewDesc("tern_kafka_requests_total", "Kafka requests by API.", append([]string{"api"}, labels...), nil)
+)
+
+func (c kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range kafkaDescs {
+		ch <- d
+	}
+	ch <- kafkaRequests
+}
+
+func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
+	srv := c.n.kafka.srv.Load()
+	if srv == nil {
+		return
+	}
+	m := srv.Metrics()
+	node, region := c.n.cfg.Node.Name, c.n.cfg.Node.Region
+	emit := func(name string, typ prometheus.ValueType, v int64) {
+		ch <- prometheus.MustNewConstMetric(kafkaDescs[name], typ, float64(v), node, region)
+	}
+	emit("tern_kafka_connections", prometheus.GaugeValue, m.OpenConnections)
+	emit("tern_kafka_connections_total", prometheus.CounterValue, m.Connections)
+	emit("tern_kafka_protocol_errors_total", prometheus.CounterValue, m.ProtocolErrors)
+	emit("tern_kafka_produced_batches_total", prometheus.CounterValue, m.ProducedBatches)
+	emit("tern_kafka_produced_records_total", prometheus.CounterValue, m.ProducedRecords)
+	emit("tern_kafka_fetched_bytes_total", prometheus.CounterValue, m.FetchedBytes)
+	for api, v := range m.Requests {
+		ch <- prometheus.MustNewConstMetric(kafkaRequests, prometheus.CounterValue, float64(v), api, node, region)
+	}
+}
+
+// ValidateTopicConfig implements protocols.TopicConfigValidator.
+func (n *Node) ValidateTopicConfig(config map[string]string) error {
+	return n.validateTopicConfig(config)
+}
+
+// failedServer reports a front end that could not be built.
+type failedServer struct{ err error }
+
+func (f failedServer) Serve(ln net.Listener) error {
+	_ = ln.Close()
+	return f.err
+}
+
+func (f failedServer) Close(context.Context) error { return nil }
