@@ -35,9 +35,12 @@ import (
 // to the client to its acknowledgement. Durability is the default (fsync
 // before acknowledging, shared by concurrent appends).
 func BenchmarkProduce1KiB(b *testing.B) {
-	c := testcluster.Start(b)
-	defer c.Close() // before the data directory is removed
-	n := c.Node(0)
+	// Each measurement gets a fresh node, so none pays for the compactions
+	// of the data another one wrote.
+	fresh := func(b *testing.B) (*testcluster.Node, func()) {
+		c := testcluster.Start(b)
+		return c.Node(0), c.Close // closed before the data directory is removed
+	}
 	// Incompressible, and neither client compresses: the figures compare
 	// protocol and storage paths, not codecs.
 	payload := make([]byte, 1024)
@@ -45,6 +48,8 @@ func BenchmarkProduce1KiB(b *testing.B) {
 		payload[i] = byte(rand.Uint32())
 	}
 	b.Run("pulsar", func(b *testing.B) {
+		n, stop := fresh(b)
+		defer stop()
 		cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: n.PulsarURL(), Logger: clientLogger(b)})
 		if err != nil {
 			b.Fatal(err)
@@ -76,6 +81,8 @@ func BenchmarkProduce1KiB(b *testing.B) {
 		lat.report(b, time.Since(start))
 	})
 	b.Run("kafka", func(b *testing.B) {
+		n, stop := fresh(b)
+		defer stop()
 		conn, err := net.DialTimeout("tcp", n.KafkaAddr(), time.Second)
 		if err != nil {
 			b.Skipf("no Kafka listener on %s in this build (%v): the Kafka half of the comparison needs the Kafka front end", n.KafkaAddr(), err)
@@ -113,6 +120,8 @@ func BenchmarkProduce1KiB(b *testing.B) {
 		lat.report(b, time.Since(start))
 	})
 	b.Run("log", func(b *testing.B) {
+		n, stop := fresh(b)
+		defer stop()
 		topic := newTopic(b, "bench-log")
 		createPulsarTopic(b, n, topic, 0)
 		name, _ := protocols.ParseTopicName(topic, "")
