@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/spaolacci/murmur3"
+	"github.com/twmb/murmur3"
 
 	"github.com/ternmq/tern/protocols"
 )
