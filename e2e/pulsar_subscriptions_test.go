@@ -163,6 +163,11 @@ type keyedLog struct {
 
 func (l *keyedLog) consume(t *testing.T, name string, cons pulsar.Consumer, stop <-chan struct{}) {
 	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		m, err := cons.Receive(ctx)
 		cancel()
@@ -194,20 +199,37 @@ func TestPulsarKeySharedOrder(t *testing.T) {
 	cl := newClient(t, c.Node(0))
 	topic := newTopic(t, "keyshared")
 	opts := func(name string) pulsar.ConsumerOptions {
-		return pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared, Name: name, ReceiverQueueSize: 20,
+		return pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared, Name: name, ReceiverQueueSize: 20, AckWithResponse: true,
 			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
 	}
 	log := &keyedLog{order: map[string][]int{}, owner: map[string]map[string]bool{}}
-	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	start := func(name string) pulsar.Consumer {
+	type running struct {
+		cons pulsar.Consumer
+		stop chan struct{}
+		done chan struct{}
+	}
+	start := func(name string) running {
 		cons, err := cl.Subscribe(opts(name))
 		if err != nil {
 			t.Fatal(err)
 		}
+		r := running{cons: cons, stop: make(chan struct{}), done: make(chan struct{})}
 		wg.Add(1)
-		go func() { defer wg.Done(); log.consume(t, name, cons, stop) }()
-		return cons
+		go func() {
+			defer wg.Done()
+			defer close(r.done)
+			log.consume(t, name, cons, r.stop)
+		}()
+		return r
+	}
+	// leave stops a consumer's loop before closing it, and acks wait for
+	// the broker's answer, so nothing recorded is still unacknowledged
+	// when a consumer leaves (that would legitimately come back).
+	leave := func(r running) {
+		close(r.stop)
+		<-r.done
+		r.cons.Close()
 	}
 	a := start("a")
 	b := start("b")
@@ -224,7 +246,7 @@ func TestPulsarKeySharedOrder(t *testing.T) {
 	produce(300)
 	c3 := start("c") // joins mid-stream
 	produce(300)
-	a.Close() // leaves mid-stream
+	leave(a) // leaves mid-stream
 	produce(300)
 	testcluster.WaitFor(t, 30*time.Second, "all messages", func() bool {
 		log.mu.Lock()
@@ -235,10 +257,9 @@ func TestPulsarKeySharedOrder(t *testing.T) {
 		}
 		return n == 900
 	})
-	close(stop)
+	leave(b)
+	leave(c3)
 	wg.Wait()
-	b.Close()
-	c3.Close()
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	owners := map[string]bool{}

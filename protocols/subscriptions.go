@@ -53,10 +53,13 @@ import (
 //   - Key_Shared: each message goes to the consumer that owns its key's hash
 //     (the ordering key, else the key), in AUTO_SPLIT mode by consistent
 //     hashing, in STICKY mode by the hash ranges consumers declare. Per-key
-//     order holds across consumers: a consumer that joins gets no message
-//     read after it joined until every message read before it is
-//     acknowledged, and a message never overtakes an older one of the same
-//     key waiting for redelivery. Delivery times apply as for Shared.
+//     order holds across consumers: a hash is served by one consumer at a
+//     time, so when hashes move (a consumer joins or leaves) the new owner
+//     gets messages of a moved hash only once the previous holder has
+//     acknowledged or handed back all it held of it; and a message never
+//     overtakes an older one of the same key waiting for redelivery.
+//     AllowOutOfOrder lifts the first rule. Delivery times apply as for
+//     Shared.
 //
 // # Threading
 //
@@ -159,8 +162,8 @@ type KeySharedPolicy struct {
 	// Ranges are the hashes a STICKY consumer takes; they must not overlap
 	// another consumer's.
 	Ranges []HashRange
-	// AllowOutOfOrder lifts the per-key order guarantee when consumers
-	// join: a new consumer gets its keys at once.
+	// AllowOutOfOrder lifts the per-key order guarantee when hashes move
+	// between consumers: a new owner gets its keys at once.
 	AllowOutOfOrder bool
 }
 

@@ -105,6 +105,7 @@ func (s *subscription) ackRange(from, to, hw int64) {
 		return
 	}
 	s.cursor.Ack(from, to)
+	s.release(from, to)
 	for _, c := range s.consumers {
 		c.pending.remove(from, to)
 	}
@@ -125,6 +126,7 @@ func (s *subscription) ackUpTo(to int64) {
 		return
 	}
 	s.cursor.AckUpTo(to)
+	s.release(0, to)
 	for _, c := range s.consumers {
 		c.pending.removeBelow(to)
 	}
@@ -198,6 +200,8 @@ func (s *subscription) reset(off int64) {
 	s.delayed = nil
 	clear(s.units)
 	clear(s.redeliveries)
+	clear(s.held)
+	clear(s.holders)
 	for _, c := range s.consumers {
 		c.pending.clear()
 		c.timeouts = nil

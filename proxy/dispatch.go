@@ -252,16 +252,13 @@ func (s *subscription) attach(req protocols.SubscribeRequest, sink protocols.Con
 	if s.typ == protocols.SubExclusive && len(s.consumers) > 0 {
 		return nil, errorf(protocols.ErrConsumerBusy, "exclusive subscription %q already has consumer %q", s.name, s.consumers[0].req.ConsumerName)
 	}
-	c := &consumer{id: s.reg.nextID.Add(1), req: req, sink: sink, joinPos: -1}
+	c := &consumer{id: s.reg.nextID.Add(1), req: req, sink: sink}
 	if s.typ == protocols.SubKeyShared {
 		if s.keys == nil || len(s.consumers) == 0 {
 			s.keys = newKeySelector(req.KeyShared.Mode)
 		}
 		if err := s.keys.add(c); err != nil {
 			return nil, err
-		}
-		if !req.KeyShared.AllowOutOfOrder && len(s.consumers) > 0 && s.readPos > s.cursor.MarkDelete {
-			c.joinPos = s.readPos
 		}
 	}
 	s.consumers = append(s.consumers, c)
@@ -314,6 +311,7 @@ func (s *subscription) handBack(c *consumer, count bool) {
 // requeue puts the unacknowledged offsets of [from, to) up for
 // redelivery.
 func (s *subscription) requeue(from, to int64, count bool) {
+	s.release(from, to)
 	for o := from; o < to; o++ {
 		if s.cursor.IsAcked(o) {
 			continue
@@ -635,7 +633,7 @@ func (s *subscription) place(e *readEntry, from, to int64, blocked map[uint32]bo
 		}
 		h := e.hash(o)
 		c := s.keys.pick(h)
-		ok := c != nil && c.permits > 0 && !blocked[h] && !s.joinBlocked(c, o)
+		ok := c != nil && c.permits > 0 && !blocked[h] && !s.draining(c, h)
 		if !ok {
 			blocked[h] = true
 		}
@@ -656,16 +654,76 @@ func (s *subscription) place(e *readEntry, from, to int64, blocked map[uint32]bo
 	}
 }
 
-// joinBlocked applies Key_Shared's rule for consumers that joined late.
-func (s *subscription) joinBlocked(c *consumer, off int64) bool {
-	if c.joinPos < 0 {
+// heldMsg is a Key_Shared message out with a consumer.
+type heldMsg struct {
+	hash uint32
+	c    *consumer
+}
+
+// draining reports whether another consumer still holds messages of hash
+// h: a hash that moved to c (a consumer joined or left) reaches c only once
+// its previous holder has acknowledged or handed back all of them, so no
+// key is processed out of order across consumers.
+func (s *subscription) draining(c *consumer, h uint32) bool {
+	if c.req.KeyShared.AllowOutOfOrder {
 		return false
 	}
-	if s.cursor.MarkDelete >= c.joinPos {
-		c.joinPos = -1
-		return false
+	for holder, n := range s.holders[h] {
+		if holder != c && n > 0 {
+			return true
+		}
 	}
-	return off >= c.joinPos
+	return false
+}
+
+// hold records Key_Shared messages delivered to c.
+func (s *subscription) hold(c *consumer, e *readEntry, from, to int64) {
+	for o := from; o < to; o++ {
+		h := e.hash(o)
+		if old, ok := s.held[o]; ok {
+			s.unhold(o, old)
+		}
+		s.held[o] = heldMsg{hash: h, c: c}
+		m := s.holders[h]
+		if m == nil {
+			m = map[*consumer]int{}
+			s.holders[h] = m
+		}
+		m[c]++
+	}
+}
+
+// release forgets the holders of [from, to): the messages were acknowledged
+// or handed back.
+func (s *subscription) release(from, to int64) {
+	if len(s.held) == 0 {
+		return
+	}
+	if to-from > int64(len(s.held)) {
+		for o, hm := range s.held {
+			if o >= from && o < to {
+				s.unhold(o, hm)
+			}
+		}
+		return
+	}
+	for o := from; o < to; o++ {
+		if hm, ok := s.held[o]; ok {
+			s.unhold(o, hm)
+		}
+	}
+}
+
+func (s *subscription) unhold(o int64, hm heldMsg) {
+	delete(s.held, o)
+	if m := s.holders[hm.hash]; m != nil {
+		if m[hm.c]--; m[hm.c] <= 0 {
+			delete(m, hm.c)
+		}
+		if len(m) == 0 {
+			delete(s.holders, hm.hash)
+		}
+	}
 }
 
 // deliver pushes [from, to) of e to c.
@@ -685,6 +743,9 @@ func (s *subscription) deliver(c *consumer, e *readEntry, from, to int64) {
 	s.replay.remove(from, to)
 	c.permits -= to - from
 	c.pending.add(from, to)
+	if s.typ == protocols.SubKeyShared {
+		s.hold(c, e, from, to)
+	}
 	if s.durable {
 		if len(s.units) >= maxUnits {
 			s.pruneUnits()

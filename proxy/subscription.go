@@ -61,10 +61,6 @@ type consumer struct {
 	// pending holds what was delivered to this consumer and is not
 	// acknowledged or handed back yet.
 	pending offsetSet
-	// joinPos, for Key_Shared, is the read position when the consumer
-	// joined: it gets nothing read after it until the mark-delete point
-	// passes it. -1 when no longer restricted.
-	joinPos int64
 	// timeouts lists deliveries in order, for the ack timeout.
 	timeouts []ackDeadline
 	// gone is set once the consumer is closed or ended; read by handles.
@@ -110,6 +106,10 @@ type subscription struct {
 	keys         *keySelector
 	units        map[int64]int64 // delivery start -> end, durable only
 	redeliveries map[int64]int32 // offset -> redelivery count
+	// Key_Shared: which consumer holds each delivered, unacknowledged
+	// message, and how many messages of each key hash each consumer holds.
+	held    map[int64]heldMsg
+	holders map[uint32]map[*consumer]int
 	waiting      bool
 	ending       bool
 	endErr       error
@@ -262,6 +262,8 @@ func newSubscription(n *Node, r *subRegistry, k subKey, p protocols.Partition, r
 		cancel:       cancel,
 		units:        map[int64]int64{},
 		redeliveries: map[int64]int32{},
+		held:         map[int64]heldMsg{},
+		holders:      map[uint32]map[*consumer]int{},
 		saveTimer:    stoppedTimer(),
 		delayTimer:   stoppedTimer(),
 		ackTimer:     stoppedTimer(),
