@@ -110,9 +110,9 @@ type subscription struct {
 	// message, and how many messages of each key hash each consumer holds.
 	held    map[int64]heldMsg
 	holders map[uint32]map[*consumer]int
-	waiting      bool
-	ending       bool
-	endErr       error
+	waiting bool
+	ending  bool
+	endErr  error
 
 	saveTimer, delayTimer, ackTimer *time.Timer
 	saveArmed, delayArmed, ackArmed bool
