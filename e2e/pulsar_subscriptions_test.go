@@ -199,7 +199,7 @@ func TestPulsarKeySharedOrder(t *testing.T) {
 	cl := newClient(t, c.Node(0))
 	topic := newTopic(t, "keyshared")
 	opts := func(name string) pulsar.ConsumerOptions {
-		return pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared, Name: name, ReceiverQueueSize: 20, AckWithResponse: true,
+		return pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared, Name: name, ReceiverQueueSize: 20, AckWithResponse: true, EnableBatchIndexAcknowledgment: true,
 			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
 	}
 	log := &keyedLog{order: map[string][]int{}, owner: map[string]map[string]bool{}}
@@ -223,9 +223,10 @@ func TestPulsarKeySharedOrder(t *testing.T) {
 		}()
 		return r
 	}
-	// leave stops a consumer's loop before closing it, and acks wait for
-	// the broker's answer, so nothing recorded is still unacknowledged
-	// when a consumer leaves (that would legitimately come back).
+	// leave stops a consumer's loop before closing it, and acks (one per
+	// message, batch-index acks inside batches) wait for the broker's
+	// answer, so nothing recorded is still unacknowledged when a consumer
+	// leaves (that would legitimately come back).
 	leave := func(r running) {
 		close(r.stop)
 		<-r.done

@@ -248,37 +248,5 @@ func (cs *consumerState) position(id *pb.MessageIdData) (int64, bool) {
 	return int64(id.GetEntryId()), true
 }
 
-func (c *conn) handleFlow(cmd *pb.CommandFlow) {
-	if cs := c.consumer(cmd.GetConsumerId()); cs != nil && cs.cons != nil {
-		cs.markReady()
-		cs.cons.Flow(int(min(cmd.GetMessagePermits(), math.MaxInt32)))
-	}
-}
-
-func (c *conn) handleCloseConsumer(cmd *pb.CommandCloseConsumer) {
-	if cs := c.consumer(cmd.GetConsumerId()); cs != nil {
-		c.removeConsumer(cs)
-		cs.close()
-	}
-	c.queue(successCommand(cmd.GetRequestId()))
-}
-
-func (c *conn) handleUnsubscribe(cmd *pb.CommandUnsubscribe) {
-	cs := c.consumer(cmd.GetConsumerId())
-	if cs == nil || cs.cons == nil {
-		c.queue(errorCommand(cmd.GetRequestId(), pb.ServerError_ConsumerNotFound, "no such consumer on this connection"))
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
-	defer cancel()
-	if err := cs.cons.Unsubscribe(ctx, cmd.GetForce()); err != nil {
-		c.replyError(cmd.GetRequestId(), err)
-		return
-	}
-	c.removeConsumer(cs)
-	cs.closed.Store(true)
-	c.queue(successCommand(cmd.GetRequestId()))
-}
-
 // requestTimeout bounds the node-side work of one request.
 const requestTimeout = 30 * time.Second
