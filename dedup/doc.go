@@ -20,4 +20,9 @@
 // day, as Kafka's producer.id.expiration.ms) is forgotten: a later append to
 // the partition lists it in its Decision so the node deletes its state in
 // that append's write.
+//
+// Layer 1, Pulsar producer names (pulsar.go): per (producer name,
+// partition) the highest sequence id stored and the offsets of the entry
+// that carried it. Its kind byte is PulsarKind ('p'); the producer part of
+// the key is the name's bytes and the value is PulsarState's encoding.
 package dedup

@@ -103,6 +103,9 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 // lock; finish is called with the append's outcome, so layers keeping
 // memory state commit it only once the write is applied.
 func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) (check func(int64) ([]localstore.Op, *localstore.AppendResult, error), finish func(error), err error) {
+	if check, finish := n.pulsarGuard(pid, h, env, lim); check != nil {
+		return check, finish, nil
+	}
 	return n.kafkaGuard(pid, h)
 }
 
