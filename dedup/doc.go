@@ -21,6 +21,11 @@
 // the partition lists it in its Decision so the node deletes its state in
 // that append's write.
 //
+// Layer 1, Pulsar producer names (pulsar.go): per (producer name,
+// partition) the highest sequence id stored and the offsets of the entry
+// that carried it. Its kind byte is PulsarKind ('p'); the producer part of
+// the key is the name's bytes and the value is PulsarState's encoding.
+//
 // Layer 3, replication (repl.go): per (origin region, partition) the
 // origin partition's incarnation and the origin offset just past the
 // highest entry applied, kept under localstore.ReplHWMKey. Entries of one

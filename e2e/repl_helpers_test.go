@@ -313,3 +313,12 @@ func hw(n *testcluster.Node, p protocols.Partition) int64 {
 	}
 	return o.HighWatermark
 }
+
+func topicKey(topic string) replicator.PolicyKey {
+	return replicator.PolicyKey{Kind: replicator.KindTopic, Name: topic}
+}
+
+// topicPartition is the single log of a non-partitioned topic.
+func topicPartition(t *testing.T, topic string) protocols.Partition {
+	return protocols.Partition{Topic: topicName(t, topic), Index: -1}
+}

@@ -109,6 +109,9 @@ func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *proto
 		check, finish := n.replicationGuard(pid, h, env)
 		return check, finish, nil
 	}
+	if check, finish := n.pulsarGuard(pid, h, env, lim); check != nil {
+		return check, finish, nil
+	}
 	return n.kafkaGuard(pid, h)
 }
 

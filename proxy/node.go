@@ -235,6 +235,7 @@ func (n *Node) Start() error {
 // frontendsFromConfig creates the protocol servers the configuration asks
 // for. Each front end adds itself here.
 func (n *Node) frontendsFromConfig() {
+	n.startMessaging()
 	n.addFrontend("kafka", n.cfg.Listeners.Kafka, n.kafkaServer())
 }
 

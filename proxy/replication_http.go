@@ -289,3 +289,32 @@ func writePolicyError(w http.ResponseWriter, err error) {
 func writePulsarError(w http.ResponseWriter, status int, reason string) {
 	writeJSON(w, status, map[string]string{"reason": reason})
 }
+
+// pulsarReplicationStats is the "replication" section of Pulsar's topic stats for one log: per
+// destination region, Pulsar's replicator fields (replicationBacklog, connected,
+// replicationDelayInSeconds) and tern's own (state, lastError, lastTransfer).
+func (n *Node) pulsarReplicationStats(p protocols.Partition) map[string]any {
+	out := map[string]any{}
+	eng := n.repl.engine
+	if eng == nil {
+		return out
+	}
+	for _, s := range eng.PartitionStatus(p.Topic.String(), p.Index) {
+		st := map[string]any{
+			"replicationBacklog":        s.LagMessages,
+			"connected":                 s.State == replicator.StreamActive || s.State == replicator.StreamStalled,
+			"replicationDelayInSeconds": int64(s.LagSeconds),
+			"msgOutCounter":             s.SentMessages,
+			"bytesOutCounter":           s.SentBytes,
+			"state":                     s.State,
+		}
+		if s.LastError != "" {
+			st["lastError"] = s.LastError
+		}
+		if s.LastTransfer != nil {
+			st["lastTransfer"] = s.LastTransfer
+		}
+		out[s.Destination] = st
+	}
+	return out
+}

@@ -265,3 +265,29 @@ func (s *sender) status(now time.Time, links map[string]LinkStats) StreamStatus 
 	}
 	return ss
 }
+
+// PartitionStatus is the status of every stream of one partition (index -1 for a non-partitioned
+// topic), for per-topic views such as Pulsar's topic stats.
+func (e *Engine) PartitionStatus(topic string, index int) []StreamStatus {
+	now := e.now()
+	links := map[string]LinkStats{}
+	if e.transport != nil {
+		for _, ls := range e.transport.Stats() {
+			links[ls.Peer] = ls
+		}
+	}
+	e.mu.Lock()
+	var senders []*sender
+	for _, s := range e.mu.senders {
+		if s.spec.topic.String() == topic && s.spec.index == index {
+			senders = append(senders, s)
+		}
+	}
+	e.mu.Unlock()
+	out := make([]StreamStatus, 0, len(senders))
+	for _, s := range senders {
+		out = append(out, s.status(now, links))
+	}
+	slices.SortFunc(out, func(a, b StreamStatus) int { return cmp.Compare(a.Destination, b.Destination) })
+	return out
+}

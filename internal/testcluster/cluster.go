@@ -213,26 +213,8 @@ func (n *Node) Restart() {
 	n.start()
 }
 
-// FastTimings are gossip timings for loopback tests: failures are detected
-// in about two seconds and a leave propagates at once.
-func FastTimings() regions.Timings {
-	return regions.Timings{
-		ProbeInterval:           400 * time.Millisecond,
-		ProbeTimeout:            200 * time.Millisecond,
-		SuspicionMult:           3,
-		SuspicionMaxTimeoutMult: 3,
-		GossipInterval:          100 * time.Millisecond,
-		GossipNodes:             3,
-		GossipToTheDead:         4 * time.Second,
-		PushPullInterval:        2 * time.Second,
-		TCPTimeout:              5 * time.Second,
-		ReapInterval:            200 * time.Millisecond,
-		ReconnectInterval:       500 * time.Millisecond,
-		ReconnectTimeout:        time.Hour,
-		TombstoneTimeout:        time.Hour,
-		LeavePropagateDelay:     50 * time.Millisecond,
-	}
-}
+// FastTimings are gossip timings for loopback tests (regions.LoopbackTimings).
+func FastTimings() regions.Timings { return regions.LoopbackTimings() }
 
 // WaitMesh waits until every running node sees every other running node
 // alive.
