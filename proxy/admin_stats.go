@@ -179,7 +179,7 @@ func (n *Node) logStats(ctx context.Context, p protocols.Partition) (topicStats,
 	}
 	st := topicStats{
 		MsgInCounter: ps.HighWatermark, StorageSize: ps.Bytes,
-		Publishers: []publisherStats{}, Subscriptions: map[string]subscriptionStats{}, Replication: map[string]any{},
+		Publishers: []publisherStats{}, Subscriptions: map[string]subscriptionStats{}, Replication: n.pulsarReplicationStats(p),
 		DeduplicationStatus:    "Disabled",
 		TopicCreationTimeStamp: t.Created.UnixMilli(), LastPublishTimestamp: ps.LastAppend,
 	}

@@ -29,8 +29,9 @@ package pulsar
 // the client reconnects and resends, deduplicated when the namespace asks.
 //
 // Not supported, answered with NotAllowedError: encrypted messages,
-// transactional sends, markers. replicate_to and replicated_from are
-// ignored.
+// transactional sends, markers. replicate_to is kept with the entry
+// (protocols.AttrReplicateTo) for the replicator; replicated_from is
+// ignored (the replicator stamps an entry's origin itself).
 
 import (
 	"errors"
@@ -145,6 +146,13 @@ func (c *conn) buildEntry(p *producer, cmd *pb.CommandSend, payload Payload) (pr
 	}
 	if md.DeliverAtTime != nil {
 		protocols.SetDeliverAt(&env, md.GetDeliverAtTime())
+	}
+	if to := md.GetReplicateTo(); len(to) > 0 {
+		// replicate_to (or disable_replication, sent as ["__local__"]) limits where the
+		// replicator sends the entry.
+		if err := protocols.SetReplicateTo(&env, to); err != nil {
+			return protocols.ProduceRequest{}, 0, refuse("replicate_to: %v", err)
+		}
 	}
 	codec := protocols.CodecNone
 	switch {
