@@ -296,7 +296,8 @@ func TestKeySharedJoin(t *testing.T) {
 func TestDelayedDelivery(t *testing.T) {
 	f := newSubFixture(t)
 	var env protocols.Envelope
-	at := time.Now().Add(400 * time.Millisecond)
+	// Delivery times are milliseconds: compare at that resolution.
+	at := time.Now().Add(400 * time.Millisecond).Truncate(time.Millisecond)
 	protocols.SetDeliverAt(&env, at.UnixMilli())
 	f.produce(t, env, "later")
 	f.produce(t, protocols.Envelope{}, "now")
