@@ -12,8 +12,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/ternmq/tern/regions"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func init() {
@@ -195,4 +195,3 @@ func (c *kafkaConsumer) Close() error {
 	c.cl.Close()
 	return nil
 }
-

@@ -125,7 +125,6 @@ func (p *protocolFlags) driver() (driver, error) {
 	return d, usagef("--protocol %q: want ws or kafka", p.protocol)
 }
 
-
 func propsText(p map[string]string) string {
 	if len(p) == 0 {
 		return "-"

@@ -538,7 +538,9 @@ func newNamespacesSetCmd() *cobra.Command {
 			// One Pulsar call per policy; every value was checked above, so the calls fail only
 			// if the node does.
 			var calls []func() error
-			post := func(path string, body any) { calls = append(calls, func() error { return api.call(ctx, "POST", base+path, body, nil) }) }
+			post := func(path string, body any) {
+				calls = append(calls, func() error { return api.call(ctx, "POST", base+path, body, nil) })
+			}
 			if ch.retentionMinutes != nil || ch.retentionMB != nil {
 				post("retention", next.Retention)
 			}
