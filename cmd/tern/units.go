@@ -106,7 +106,7 @@ func parseDuration(s string) (time.Duration, error) {
 	return total, nil
 }
 
-// formatDuration writes a duration in the largest whole units: 7d, 1d12h, 90s, 250ms.
+// formatDuration writes a duration in whole units, largest first: 7d, 1d12h, 1m30s, 250ms.
 func formatDuration(d time.Duration) string {
 	if d < 0 {
 		return "unlimited"
@@ -114,14 +114,14 @@ func formatDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"
 	}
-	if d%time.Second != 0 {
+	if d%time.Millisecond != 0 {
 		return d.String()
 	}
 	var b strings.Builder
 	for _, u := range []struct {
 		s string
 		d time.Duration
-	}{{"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}} {
+	}{{"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}} {
 		if d >= u.d {
 			fmt.Fprintf(&b, "%d%s", d/u.d, u.s)
 			d %= u.d
