@@ -6,6 +6,7 @@ require (
 	github.com/DataDog/zstd v1.5.7
 	github.com/IBM/sarama v1.61.1
 	github.com/apache/pulsar-client-go v0.19.0
+	github.com/coder/websocket v1.8.15
 	github.com/golang/snappy v1.0.0
 	github.com/klauspost/compress v1.20.4
 	github.com/pierrec/lz4/v4 v4.1.33

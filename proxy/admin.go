@@ -52,6 +52,7 @@ func (n *Node) adminRoutes() {
 	n.topicRoutes(h)
 	n.subscriptionRoutes(h)
 	n.schemaRoutes(h)
+	n.operatorRoutes(h)
 }
 
 type routeFunc = func(pattern string, f func(w http.ResponseWriter, r *http.Request) error)

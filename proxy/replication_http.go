@@ -9,6 +9,9 @@ package proxy
 //	                                                "start", "topology", "hub", "if_version", "dry_run"}
 //	DELETE /api/v1/policies?namespace=t/ns[&if_version=N][&dry_run=true]
 //
+// A dry run answers the change and its plan (admin_policyplan.go): regions added and removed,
+// topics that would be created, backlog that would be sent.
+//
 // and Pulsar's admin endpoints for the region list (Pulsar calls regions clusters):
 //
 //	POST|GET        /admin/v2/namespaces/{tenant}/{namespace}/replication          body ["us","eu"]
@@ -226,6 +229,10 @@ func (n *Node) putPolicy(w http.ResponseWriter, r *http.Request) {
 		writePolicyError(w, err)
 		return
 	}
+	if req.DryRun {
+		writeJSON(w, http.StatusOK, PolicyDryRun{PolicyChange: ch, Plan: n.planPolicy(r.Context(), key, ch)})
+		return
+	}
 	writeJSON(w, http.StatusOK, ch)
 }
 
@@ -249,6 +256,10 @@ func (n *Node) deletePolicy(w http.ResponseWriter, r *http.Request) {
 	ch, err := n.repl.engine.DeletePolicy(r.Context(), pw)
 	if err != nil {
 		writePolicyError(w, err)
+		return
+	}
+	if pw.DryRun {
+		writeJSON(w, http.StatusOK, PolicyDryRun{PolicyChange: ch, Plan: n.planPolicy(r.Context(), key, ch)})
 		return
 	}
 	writeJSON(w, http.StatusOK, ch)

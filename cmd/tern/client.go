@@ -45,9 +45,18 @@ func (a *apiFlags) base() string {
 type apiError struct {
 	Status int
 	Msg    string
+	// Body is the raw answer, for commands that read structured error fields.
+	Body []byte
 }
 
-func (e *apiError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Msg, e.Status) }
+// Error is the node's message; the HTTP status shows only for the node's own failures, where
+// it helps whoever reads the node's log.
+func (e *apiError) Error() string {
+	if e.Status >= 500 {
+		return fmt.Sprintf("%s (HTTP %d)", e.Msg, e.Status)
+	}
+	return e.Msg
+}
 
 // call sends a request to the node and decodes a JSON answer into out.
 func (a *apiFlags) call(ctx context.Context, method, path string, body, out any) error {
@@ -90,7 +99,12 @@ func (a *apiFlags) call(ctx context.Context, method, path string, body, out any)
 		if msg == "" {
 			msg = strings.TrimSpace(string(raw))
 		}
-		return &apiError{Status: resp.StatusCode, Msg: msg}
+		ae := &apiError{Status: resp.StatusCode, Msg: plainMessage(msg), Body: raw}
+		if resp.StatusCode == http.StatusBadRequest {
+			// The node refused the request as given: the caller's to fix, like a bad flag.
+			return usageError{ae}
+		}
+		return ae
 	}
 	if out == nil || len(raw) == 0 {
 		return nil
@@ -105,6 +119,16 @@ func (a *apiFlags) call(ctx context.Context, method, path string, body, out any)
 func isStatus(err error, status int) bool {
 	var ae *apiError
 	return errors.As(err, &ae) && ae.Status == status
+}
+
+// plainMessage drops Go package prefixes of sentinel errors ("protocols: ", "replicator: ")
+// from a node's message: an operator reads what is wrong, not where it was found.
+func plainMessage(msg string) string {
+	for _, p := range []string{"protocols: ", "localstore: ", "replicator: ", "proxy: "} {
+		msg = strings.ReplaceAll(msg, ": "+p, ": ")
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
 }
 
 // printJSON writes v indented.

@@ -30,7 +30,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(newServeCmd(), newVersionCmd(), newStatusCmd(), newDevCmd())
+	root.AddCommand(newServeCmd(), newVersionCmd(), newStatusCmd(), newDevCmd(), newTopicsCmd(), newNamespacesCmd(), newPolicyCmd(), newProduceCmd(), newConsumeCmd())
 	return root
 }
 
