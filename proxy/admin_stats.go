@@ -78,9 +78,11 @@ type cursorStats struct {
 	State                       string `json:"state"`
 }
 
-func (n *Node) statsRoutes(h routeFunc) {
-	const base = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
-	h("GET "+base+"/stats", func(w http.ResponseWriter, r *http.Request) error {
+// partitionJSON serves an admin GET on one partition named in the path: the
+// partition is looked up (a partitioned topic's base name is refused as
+// adminPartition says), then f's answer is written as JSON.
+func partitionJSON[T any](n *Node, f func(context.Context, protocols.Partition) (T, error)) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		name, err := pathTopic(r)
 		if err != nil {
 			return err
@@ -89,12 +91,17 @@ func (n *Node) statsRoutes(h routeFunc) {
 		if err != nil {
 			return err
 		}
-		st, err := n.logStats(r.Context(), p)
+		v, err := f(r.Context(), p)
 		if err != nil {
 			return err
 		}
-		return okJSON(w, st)
-	})
+		return okJSON(w, v)
+	}
+}
+
+func (n *Node) statsRoutes(h routeFunc) {
+	const base = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
+	h("GET "+base+"/stats", partitionJSON(n, n.logStats))
 	h("GET "+base+"/partitioned-stats", func(w http.ResponseWriter, r *http.Request) error {
 		name, err := pathTopic(r)
 		if err != nil {
@@ -142,21 +149,7 @@ func (n *Node) statsRoutes(h routeFunc) {
 		out.Publishers = nonNil(out.Publishers)
 		return okJSON(w, out)
 	})
-	h("GET "+base+"/internalStats", func(w http.ResponseWriter, r *http.Request) error {
-		name, err := pathTopic(r)
-		if err != nil {
-			return err
-		}
-		p, err := n.adminPartition(r.Context(), name)
-		if err != nil {
-			return err
-		}
-		st, err := n.logInternalStats(r.Context(), p)
-		if err != nil {
-			return err
-		}
-		return okJSON(w, st)
-	})
+	h("GET "+base+"/internalStats", partitionJSON(n, n.logInternalStats))
 }
 
 // logStats describes one log.

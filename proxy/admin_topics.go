@@ -133,21 +133,7 @@ func (n *Node) topicRoutes(h routeFunc) {
 		}
 		return n.adminDeleteTopic(w, r, t)
 	})
-	h("GET "+base+"/{topic}/lastMessageId", func(w http.ResponseWriter, r *http.Request) error {
-		name, err := pathTopic(r)
-		if err != nil {
-			return err
-		}
-		p, err := n.adminPartition(r.Context(), name)
-		if err != nil {
-			return err
-		}
-		id, err := n.lastMessageID(r.Context(), p)
-		if err != nil {
-			return err
-		}
-		return okJSON(w, id)
-	})
+	h("GET "+base+"/{topic}/lastMessageId", partitionJSON(n, n.lastMessageID))
 	h("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", func(w http.ResponseWriter, r *http.Request) error {
 		name, err := pathTopic(r)
 		if err != nil {
