@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -76,33 +75,17 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.mu.lns[ln] = struct{}{}
 	s.mu.Unlock()
-	var delay time.Duration
 	for {
-		nc, err := ln.Accept()
+		nc, err := protocols.Accept(ln, s.ctx.Done())
 		if err != nil {
 			s.mu.Lock()
 			closed := s.mu.closed
 			s.mu.Unlock()
-			if closed {
+			if closed || s.ctx.Err() != nil {
 				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// A transient accept failure (out of file descriptors):
-				// back off instead of spinning.
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				t := time.NewTimer(delay)
-				select {
-				case <-t.C:
-				case <-s.ctx.Done():
-					t.Stop()
-					return nil
-				}
-				continue
 			}
 			return fmt.Errorf("kafka: accept: %w", err)
 		}
-		delay = 0
 		s.mu.Lock()
 		if s.mu.closed || len(s.mu.conns) >= s.cfg.MaxConnections {
 			full := !s.mu.closed

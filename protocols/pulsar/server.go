@@ -145,7 +145,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.ln = ln
 	s.mu.Unlock()
 	for {
-		nc, err := ln.Accept()
+		// Close closes ln: the next Accept fails, at most a second later
+		// when it is pausing after transient failures.
+		nc, err := protocols.Accept(ln, nil)
 		if err != nil {
 			s.mu.Lock()
 			closing := s.mu.closing
@@ -153,11 +155,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closing {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
+			return fmt.Errorf("pulsar: accept: %w", err)
 		}
 		s.mu.Lock()
 		if s.mu.closing || len(s.mu.conns) >= s.cfg.MaxConnections {
