@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
 )
 
@@ -22,7 +24,9 @@ func (n *Node) retentionLoop() {
 	}
 }
 
-// enforceRetention runs one retention pass over every topic.
+// enforceRetention runs one retention pass over every topic: retention
+// removes old entries, and the message TTL acknowledges for every durable
+// subscription what it has left unacknowledged for longer than the TTL.
 func (n *Node) enforceRetention(ctx context.Context) {
 	for _, t := range n.store.Topics("") {
 		name, err := protocols.ParseTopicName(t.Name, "")
@@ -33,7 +37,14 @@ func (n *Node) enforceRetention(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		for _, pid := range t.PIDs {
+		for i, pid := range t.PIDs {
+			if lim.messageTTL > 0 {
+				p := protocols.Partition{Topic: name, Index: -1}
+				if t.Partitions > 0 {
+					p.Index = i
+				}
+				n.expireMessages(ctx, p, pid, lim.messageTTL)
+			}
 			removed, err := n.store.EnforceRetention(pid, lim.retention)
 			if err != nil {
 				n.log.Warn("retention failed", "topic", t.Name, "partition_id", pid, "err", err)
@@ -42,6 +53,38 @@ func (n *Node) enforceRetention(ctx context.Context) {
 			if removed > 0 {
 				n.log.Debug("retention removed entries", "topic", t.Name, "partition_id", pid, "entries", removed)
 			}
+		}
+	}
+}
+
+// expireMessages moves every subscription of a log past the entries
+// published more than ttl ago, as Pulsar's message TTL does: what a
+// subscription has not acknowledged by then counts as acknowledged. The log
+// itself keeps them until retention removes them.
+func (n *Node) expireMessages(ctx context.Context, p protocols.Partition, pid localstore.PartitionID, ttl time.Duration) {
+	cursors, err := n.store.Cursors(pid)
+	if err != nil || len(cursors) == 0 {
+		return
+	}
+	cutoff := n.now().Add(-ttl).UnixMilli()
+	off, _, err := n.store.LookupTime(pid, cutoff, localstore.AppendTime)
+	if err != nil {
+		n.log.Warn("message TTL: time lookup failed", "topic", p.Name().String(), "err", err)
+		return
+	}
+	for name, c := range cursors {
+		if c.MarkDelete >= off {
+			continue
+		}
+		err := n.withSubscription(ctx, p, name, func(s *subscription) error {
+			if s.cursor.MarkDelete < off {
+				s.ackUpTo(off)
+				s.touched()
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, protocols.ErrSubscriptionNotFound) {
+			n.log.Warn("message TTL: expiring failed", "topic", p.Name().String(), "subscription", name, "err", err)
 		}
 	}
 }

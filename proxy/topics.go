@@ -30,6 +30,9 @@ type topicLimits struct {
 	durability      localstore.Durability
 	retention       localstore.Retention
 	dedup           bool
+	// messageTTL expires what subscriptions leave unacknowledged for
+	// longer (0: never).
+	messageTTL time.Duration
 }
 
 // limits returns a topic's effective limits.
@@ -72,6 +75,9 @@ func (n *Node) effective(conf map[string]string, pol Policies) *topicLimits {
 	}
 	if pol.Deduplication != nil {
 		l.dedup = *pol.Deduplication
+	}
+	if pol.MessageTTLSeconds != nil {
+		l.messageTTL = time.Duration(*pol.MessageTTLSeconds) * time.Second
 	}
 	if r := pol.Retention; r != nil {
 		l.retention.MaxAge = max(time.Duration(r.RetentionTimeInMinutes)*time.Minute, 0)
