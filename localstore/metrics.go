@@ -59,3 +59,8 @@ func (s *Store) Metrics() Metrics {
 	m.Compactions = pm.Compact.Count
 	return m
 }
+
+// AppendedBytes is the total of entry bytes appended since the store
+// opened: one atomic load, for callers that estimate growth between the
+// (costlier) Metrics samples.
+func (s *Store) AppendedBytes() int64 { return s.stats.appendBytes.Load() }

@@ -68,10 +68,13 @@ type Node struct {
 	opts Options
 	log  *slog.Logger
 
-	store     *localstore.Store
-	clusterID string
-	local     protocols.NodeInfo
-	ready     atomic.Bool
+	store *localstore.Store
+	// diskUsed is the store's size on disk as diskQuotaLoop last saw it,
+	// and diskAppended the store's appended bytes at that moment.
+	diskUsed, diskAppended atomic.Int64
+	clusterID              string
+	local                  protocols.NodeInfo
+	ready                  atomic.Bool
 
 	// nsMu serialises tenant and namespace changes.
 	nsMu  sync.Mutex
@@ -223,6 +226,11 @@ func (n *Node) Start() error {
 	}
 	n.wg.Add(1)
 	go n.retentionLoop()
+	if n.cfg.Limits.DiskQuota > 0 {
+		n.sampleDisk()
+		n.wg.Add(1)
+		go n.diskQuotaLoop()
+	}
 	n.ready.Store(true)
 	attrs := []any{"http", n.httpLn.Addr().String(), "data_dir", n.cfg.DataDir}
 	for _, f := range n.frontends {

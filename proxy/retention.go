@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ternmq/tern/localstore"
@@ -87,4 +88,61 @@ func (n *Node) expireMessages(ctx context.Context, p protocols.Partition, pid lo
 			n.log.Warn("message TTL: expiring failed", "topic", p.Name().String(), "subscription", name, "err", err)
 		}
 	}
+}
+
+// diskQuotaInterval is how often the store's size on disk is sampled for
+// limits.disk_quota. Between samples the bytes appended since the last one
+// count on top, so a burst does not overshoot the quota by a second's
+// worth of writes.
+const diskQuotaInterval = time.Second
+
+// diskQuotaLoop samples the store's size on disk for checkDiskQuota.
+func (n *Node) diskQuotaLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(diskQuotaInterval)
+	defer t.Stop()
+	over := false
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		used := n.sampleDisk()
+		if now := used >= int64(n.cfg.Limits.DiskQuota); now != over {
+			over = now
+			if over {
+				n.log.Warn("disk quota reached: produce is refused until retention frees space", "used_bytes", used, "quota_bytes", int64(n.cfg.Limits.DiskQuota))
+			} else {
+				n.log.Info("disk usage back under the quota: produce is accepted again", "used_bytes", used, "quota_bytes", int64(n.cfg.Limits.DiskQuota))
+			}
+		}
+	}
+}
+
+// sampleDisk records the store's size on disk and returns it.
+func (n *Node) sampleDisk() int64 {
+	appended := n.store.AppendedBytes()
+	used := int64(n.store.Metrics().DiskBytes)
+	n.diskUsed.Store(used)
+	n.diskAppended.Store(appended)
+	return used
+}
+
+// checkDiskQuota refuses a client's write while the store is at or over
+// limits.disk_quota. The error wraps ErrStorage, which Kafka clients see as
+// the retriable KAFKA_STORAGE_ERROR and Pulsar clients as a persistence
+// error, so producers retry while retention frees space and nothing
+// acknowledged is ever dropped to make room.
+func (n *Node) checkDiskQuota() error {
+	q := int64(n.cfg.Limits.DiskQuota)
+	if q <= 0 {
+		return nil
+	}
+	used := n.diskUsed.Load() + max(n.store.AppendedBytes()-n.diskAppended.Load(), 0)
+	if used >= q {
+		return fmt.Errorf("%w: the node's log uses about %d bytes on disk, at its quota of %d (limits.disk_quota): raise the quota or shorten retention",
+			protocols.ErrStorage, used, q)
+	}
+	return nil
 }

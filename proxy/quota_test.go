@@ -1,0 +1,87 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ternmq/tern/configs"
+	"github.com/ternmq/tern/internal/testcluster"
+	"github.com/ternmq/tern/protocols"
+)
+
+// TestDiskQuotaRefusesProduce fills a node with a 16 MiB disk quota: once
+// the store reaches it, produce is refused with ErrStorage and a message
+// naming the setting, and every write acknowledged before that is still
+// there to read.
+func TestDiskQuotaRefusesProduce(t *testing.T) {
+	const quota = 16 << 20
+	c := testcluster.Start(t, testcluster.Spec{Tweak: func(cfg *configs.Node) {
+		cfg.Limits.DiskQuota = quota
+	}})
+	n := c.Node(0)
+	ctx := context.Background()
+	name, _ := protocols.ParseTopicName("filling", "public/default")
+	if _, err := n.Proxy().CreateTopic(ctx, name, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := protocols.Partition{Topic: name, Index: -1}
+	vals := make([]string, 64)
+	for i := range vals {
+		vals[i] = strings.Repeat("x", 1024)
+	}
+	batch := batchOf(t, vals...)
+
+	// 1000 batches of 64 KiB would be 4x the quota; stop at the first refusal.
+	acked, deadline := int64(0), time.Now().Add(60*time.Second)
+	var refusal error
+	for i := 0; i < 1000 && time.Now().Before(deadline); i++ {
+		r, err := n.Proxy().Produce(ctx, p, protocols.ProduceRequest{Batch: bytes.Clone(batch)})
+		if err != nil {
+			refusal = err
+			break
+		}
+		if r.BaseOffset != acked {
+			t.Fatalf("batch %d at offset %d, want %d", i, r.BaseOffset, acked)
+		}
+		acked += int64(len(vals))
+	}
+	if refusal == nil {
+		t.Fatalf("%d messages (%d MiB) accepted under a %d MiB quota", acked, acked>>10, quota>>20)
+	}
+	if !errors.Is(refusal, protocols.ErrStorage) || !strings.Contains(refusal.Error(), "limits.disk_quota") {
+		t.Fatalf("refusal %q: want ErrStorage naming limits.disk_quota", refusal)
+	}
+	if acked == 0 {
+		t.Fatal("the quota refused the first write of an empty node")
+	}
+	// Everything acknowledged reads back.
+	var read int64
+	for off := int64(0); off < acked; {
+		f, err := n.Proxy().Fetch(ctx, p, off, 1<<20)
+		if err != nil {
+			t.Fatalf("fetch at %d: %v", off, err)
+		}
+		if f.HighWatermark != acked {
+			t.Fatalf("high watermark %d, want the %d acknowledged messages", f.HighWatermark, acked)
+		}
+		for _, e := range f.Entries {
+			d, err := protocols.DecodeEntry(e.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := int64(d.Header.LastOffsetDelta) + 1; got != e.Count {
+				t.Fatalf("entry at %d holds %d records, the log says %d", e.BaseOffset, got, e.Count)
+			}
+			read += e.Count
+			off = e.BaseOffset + e.Count
+		}
+	}
+	if read != acked {
+		t.Fatalf("read %d messages back, want %d", read, acked)
+	}
+	t.Logf("refused after %d messages (%d KiB of values): %v", acked, acked, refusal)
+}
