@@ -60,7 +60,7 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 		return nil, fmt.Errorf("%w: the batch is %d bytes; %s allows %d (max.message.bytes)",
 			protocols.ErrMessageTooLarge, len(req.Batch), p.Name(), lim.maxMessageBytes)
 	}
-	if err := n.checkDiskQuota(); err != nil {
+	if err := n.checkDiskQuota(p.Topic); err != nil {
 		return nil, err
 	}
 	var h protocols.BatchHeader

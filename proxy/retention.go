@@ -133,10 +133,14 @@ func (n *Node) sampleDisk() int64 {
 // limits.disk_quota. The error wraps ErrStorage, which Kafka clients see as
 // the retriable KAFKA_STORAGE_ERROR and Pulsar clients as a persistence
 // error, so producers retry while retention frees space and nothing
-// acknowledged is ever dropped to make room.
-func (n *Node) checkDiskQuota() error {
+// acknowledged is ever dropped to make room. Replicated entries take the
+// same path, so a full edge node refuses them and the sender keeps them
+// until there is room. Tern's own system topics (replication policies) are
+// exempt: they are small, and an operator must be able to change a policy
+// on a full node.
+func (n *Node) checkDiskQuota(t protocols.TopicName) error {
 	q := int64(n.cfg.Limits.DiskQuota)
-	if q <= 0 {
+	if q <= 0 || (t.Tenant == "tern" && t.Namespace == "system") {
 		return nil
 	}
 	used := n.diskUsed.Load() + max(n.store.AppendedBytes()-n.diskAppended.Load(), 0)
