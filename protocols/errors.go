@@ -26,7 +26,25 @@ var (
 	ErrNotReady             = errors.New("protocols: node not ready")
 	ErrClosed               = errors.New("protocols: broker closed")
 	ErrStorage              = errors.New("protocols: storage error")
+	// ErrBacklogQuotaExceeded is what a *BacklogQuotaError matches.
+	ErrBacklogQuotaExceeded = errors.New("protocols: backlog quota exceeded")
 )
+
+// BacklogQuotaError refuses a write, or a new producer, while a topic's
+// backlog is over a namespace backlog quota whose policy blocks producers.
+// Hold is true for producer_request_hold, where Pulsar clients keep their
+// messages and retry, false for producer_exception, where they fail them.
+type BacklogQuotaError struct {
+	Hold   bool
+	Reason string
+}
+
+func (e *BacklogQuotaError) Error() string {
+	return "protocols: backlog quota exceeded: " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrBacklogQuotaExceeded) true.
+func (e *BacklogQuotaError) Is(target error) bool { return target == ErrBacklogQuotaExceeded }
 
 // OffsetOutOfRangeError reports a read or seek outside the retained log.
 // Start is the log start offset and End the high watermark at the time of

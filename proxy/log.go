@@ -63,6 +63,9 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 	if err := n.checkDiskQuota(p.Topic); err != nil {
 		return nil, err
 	}
+	if err := n.checkBacklogQuota(pid); err != nil && req.Envelope.OriginRegion == "" {
+		return nil, err
+	}
 	var h protocols.BatchHeader
 	if req.Header != nil {
 		h = *req.Header

@@ -36,8 +36,8 @@ type Policies struct {
 	// Durability is "sync" or "async"; empty inherits the node default.
 	Durability string `json:"durability,omitempty"`
 	// BacklogQuotas are Pulsar's backlog quotas by type
-	// ("destination_storage", "message_age"). They are stored and reported;
-	// the node does not enforce them yet.
+	// ("destination_storage", "message_age"), applied by the retention
+	// pass (backlogquota.go).
 	BacklogQuotas map[string]BacklogQuota `json:"backlog_quota_map,omitempty"`
 }
 

@@ -72,9 +72,12 @@ type Node struct {
 	// diskUsed is the store's size on disk as diskQuotaLoop last saw it,
 	// and diskAppended the store's appended bytes at that moment.
 	diskUsed, diskAppended atomic.Int64
-	clusterID              string
-	local                  protocols.NodeInfo
-	ready                  atomic.Bool
+	// quotaBlocked holds, per partition id, the *protocols.BacklogQuotaError
+	// that refuses producers while the log's backlog is over a quota.
+	quotaBlocked sync.Map
+	clusterID    string
+	local        protocols.NodeInfo
+	ready        atomic.Bool
 
 	// nsMu serialises tenant and namespace changes.
 	nsMu  sync.Mutex

@@ -58,6 +58,9 @@ func (n *Node) OpenProducer(ctx context.Context, p protocols.Partition, req prot
 		return nil, fmt.Errorf("%w: producer access mode %d: want Shared (0), Exclusive (1), WaitForExclusive (2) or ExclusiveWithFencing (3)",
 			protocols.ErrInvalidConfig, req.AccessMode)
 	}
+	if err := n.checkBacklogQuota(pid); err != nil {
+		return nil, err
+	}
 	m := n.messaging()
 	name := req.Name
 	if name == "" {

@@ -39,13 +39,14 @@ func (n *Node) enforceRetention(ctx context.Context) {
 			continue
 		}
 		for i, pid := range t.PIDs {
+			p := protocols.Partition{Topic: name, Index: -1}
+			if t.Partitions > 0 {
+				p.Index = i
+			}
 			if lim.messageTTL > 0 {
-				p := protocols.Partition{Topic: name, Index: -1}
-				if t.Partitions > 0 {
-					p.Index = i
-				}
 				n.expireMessages(ctx, p, pid, lim.messageTTL)
 			}
+			n.enforceBacklogQuotas(ctx, p, pid, lim.backlogQuotas)
 			removed, err := n.store.EnforceRetention(pid, lim.retention)
 			if err != nil {
 				n.log.Warn("retention failed", "topic", t.Name, "partition_id", pid, "err", err)
@@ -73,6 +74,13 @@ func (n *Node) expireMessages(ctx context.Context, p protocols.Partition, pid lo
 		n.log.Warn("message TTL: time lookup failed", "topic", p.Name().String(), "err", err)
 		return
 	}
+	n.advanceSubscriptions(ctx, p, cursors, off, "message TTL")
+}
+
+// advanceSubscriptions acknowledges everything below off for each of a
+// log's durable subscriptions that is behind it; why names the rule for the
+// log.
+func (n *Node) advanceSubscriptions(ctx context.Context, p protocols.Partition, cursors map[string]localstore.Cursor, off int64, why string) {
 	for name, c := range cursors {
 		if c.MarkDelete >= off {
 			continue
@@ -85,7 +93,7 @@ func (n *Node) expireMessages(ctx context.Context, p protocols.Partition, pid lo
 			return nil
 		})
 		if err != nil && !errors.Is(err, protocols.ErrSubscriptionNotFound) {
-			n.log.Warn("message TTL: expiring failed", "topic", p.Name().String(), "subscription", name, "err", err)
+			n.log.Warn(why+": moving a subscription failed", "topic", p.Name().String(), "subscription", name, "err", err)
 		}
 	}
 }

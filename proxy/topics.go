@@ -33,6 +33,8 @@ type topicLimits struct {
 	// messageTTL expires what subscriptions leave unacknowledged for
 	// longer (0: never).
 	messageTTL time.Duration
+	// backlogQuotas are the namespace's Pulsar backlog quotas by type.
+	backlogQuotas map[string]BacklogQuota
 }
 
 // limits returns a topic's effective limits.
@@ -76,6 +78,7 @@ func (n *Node) effective(conf map[string]string, pol Policies) *topicLimits {
 	if pol.Deduplication != nil {
 		l.dedup = *pol.Deduplication
 	}
+	l.backlogQuotas = pol.BacklogQuotas
 	if pol.MessageTTLSeconds != nil {
 		l.messageTTL = time.Duration(*pol.MessageTTLSeconds) * time.Second
 	}

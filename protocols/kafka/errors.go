@@ -43,6 +43,10 @@ func errCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, protocols.ErrStorage):
 		return kerr.KafkaStorageError.Code
+	case errors.Is(err, protocols.ErrBacklogQuotaExceeded):
+		// Kafka has no backlog quotas; a namespace's Pulsar quota refusing
+		// a Kafka producer is a policy of the topic.
+		return kerr.PolicyViolation.Code
 	case errors.Is(err, errInvalidRecord):
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, errUnsupportedTxn):

@@ -11,7 +11,10 @@ import (
 // to, with the error's text as the message.
 func serverError(err error) (pb.ServerError, string) {
 	code := pb.ServerError_UnknownError
+	var quota *protocols.BacklogQuotaError
 	switch {
+	case errors.As(err, &quota):
+		code = quotaCode(quota)
 	case errors.Is(err, protocols.ErrTopicNotFound), errors.Is(err, protocols.ErrPartitionNotFound),
 		errors.Is(err, protocols.ErrNamespaceNotFound):
 		code = pb.ServerError_TopicNotFound
@@ -48,7 +51,13 @@ func serverError(err error) (pb.ServerError, string) {
 // on the client side, which reconnects and resends (PersistenceError and
 // the rest).
 func sendErrorFor(err error) (pb.ServerError, string) {
+	var quota *protocols.BacklogQuotaError
 	switch {
+	case errors.As(err, &quota):
+		// The client closes the connection and reconnects; its new
+		// PRODUCER is refused with the same code, on which it fails its
+		// pending messages (exception) or keeps them and retries (hold).
+		return quotaCode(quota), err.Error()
 	case errors.Is(err, protocols.ErrMessageTooLarge), errors.Is(err, protocols.ErrCorruptBatch),
 		errors.Is(err, protocols.ErrCorruptEntry), errors.Is(err, protocols.ErrInvalidConfig):
 		return pb.ServerError_NotAllowedError, err.Error()
@@ -58,4 +67,12 @@ func sendErrorFor(err error) (pb.ServerError, string) {
 		return pb.ServerError_ServiceNotReady, err.Error()
 	}
 	return pb.ServerError_PersistenceError, err.Error()
+}
+
+// quotaCode is Pulsar's code for a backlog quota's producer policy.
+func quotaCode(e *protocols.BacklogQuotaError) pb.ServerError {
+	if e.Hold {
+		return pb.ServerError_ProducerBlockedQuotaExceededError
+	}
+	return pb.ServerError_ProducerBlockedQuotaExceededException
 }
