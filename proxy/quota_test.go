@@ -11,6 +11,7 @@ import (
 	"github.com/ternmq/tern/configs"
 	"github.com/ternmq/tern/internal/testcluster"
 	"github.com/ternmq/tern/protocols"
+	"github.com/ternmq/tern/proxy"
 )
 
 // TestDiskQuotaRefusesProduce fills a node with a 16 MiB disk quota: once
@@ -84,4 +85,45 @@ func TestDiskQuotaRefusesProduce(t *testing.T) {
 		t.Fatalf("read %d messages back, want %d", read, acked)
 	}
 	t.Logf("refused after %d messages (%d KiB of values): %v", acked, acked, refusal)
+}
+
+// TestDiskQuotaRetentionFreesSpace fills a node to its quota, then lowers
+// the topic's retention: once retention has removed the old entries and
+// their space is reclaimed, produce is accepted again.
+func TestDiskQuotaRetentionFreesSpace(t *testing.T) {
+	const quota = 16 << 20
+	c := testcluster.Start(t, testcluster.Spec{Tweak: func(cfg *configs.Node) {
+		cfg.Limits.DiskQuota = quota
+		cfg.Retention.CheckInterval = configs.Duration(100 * time.Millisecond)
+	}})
+	n := c.Node(0)
+	ctx := context.Background()
+	name, _ := protocols.ParseTopicName("filling", "public/default")
+	if _, err := n.Proxy().CreateTopic(ctx, name, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := protocols.Partition{Topic: name, Index: -1}
+	vals := make([]string, 64)
+	for i := range vals {
+		vals[i] = strings.Repeat("y", 1024)
+	}
+	batch := batchOf(t, vals...)
+	full := false
+	for i := 0; i < 1000 && !full; i++ {
+		_, err := n.Proxy().Produce(ctx, p, protocols.ProduceRequest{Batch: bytes.Clone(batch)})
+		full = errors.Is(err, protocols.ErrStorage)
+		if err != nil && !full {
+			t.Fatal(err)
+		}
+	}
+	if !full {
+		t.Fatal("the quota never refused a write")
+	}
+	if err := n.Proxy().AlterTopicConfig(ctx, name, map[string]string{proxy.ConfRetentionBytes: "1048576"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 60*time.Second, "produce accepted after retention freed space", func() bool {
+		_, err := n.Proxy().Produce(ctx, p, protocols.ProduceRequest{Batch: bytes.Clone(batch)})
+		return err == nil
+	})
 }
