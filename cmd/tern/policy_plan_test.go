@@ -5,7 +5,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
@@ -108,10 +107,8 @@ func TestRollUp(t *testing.T) {
 		t.Errorf("rollUp(everything) kept %d streams, want 4 (the system topic is left out)", len(all.Streams))
 	}
 	var b bytes.Buffer
+	defer func(f func() time.Time) { clockNow = f }(clockNow)
+	clockNow = func() time.Time { return now.Add(90 * time.Second) }
 	printPolicyStatus(&b, ps, st.Transport)
-	golden(t, "status.golden", reAgoUnit.ReplaceAll(b.Bytes(), []byte("AGO")))
+	golden(t, "status.golden", b.Bytes())
 }
-
-// reAgoUnit matches the "... ago" the status prints for last transfers, which depends on the
-// clock.
-var reAgoUnit = regexp.MustCompile(`[0-9hms.]+ ago`)
