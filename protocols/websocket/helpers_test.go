@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	pulsarapi "github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/coder/websocket"
 
 	"github.com/ternmq/tern/internal/testcluster"
@@ -55,8 +58,42 @@ func withQuery(p, q string) string {
 	return p + "?" + q
 }
 
+// client is a WebSocket client session. A goroutine reads every message
+// into a channel, so that waiting for a message with a deadline never
+// cancels a read (which closes a coder/websocket connection).
+type client struct {
+	c  *websocket.Conn
+	in chan frame
+}
+
+type frame struct {
+	b   []byte
+	err error
+}
+
+func newClient(c *websocket.Conn) *client {
+	c.SetReadLimit(64 << 20)
+	cl := &client{c: c, in: make(chan frame, 100000)}
+	go func() {
+		for {
+			_, b, err := c.Read(context.Background())
+			cl.in <- frame{b: b, err: err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return cl
+}
+
+// CloseNow drops the connection.
+func (cl *client) CloseNow() error { return cl.c.CloseNow() }
+
+// Close closes the session normally.
+func (cl *client) Close(code websocket.StatusCode, reason string) error { return cl.c.Close(code, reason) }
+
 // dial opens a session and closes it when the test ends.
-func dial(t testing.TB, n *testcluster.Node, path string) *websocket.Conn {
+func dial(t testing.TB, n *testcluster.Node, path string) *client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -68,9 +105,8 @@ func dial(t testing.TB, n *testcluster.Node, path string) *websocket.Conn {
 		}
 		t.Fatalf("dial %s: %v (HTTP %d)", path, err, status)
 	}
-	c.SetReadLimit(64 << 20)
 	t.Cleanup(func() { _ = c.CloseNow() })
-	return c
+	return newClient(c)
 }
 
 // dialRefused expects the upgrade to be refused with status and returns
@@ -102,7 +138,7 @@ func dialRefused(t testing.TB, n *testcluster.Node, path string, status int) str
 	return body.String()
 }
 
-func writeJSON(t testing.TB, c *websocket.Conn, v any) {
+func writeJSON(t testing.TB, c *client, v any) {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -111,21 +147,19 @@ func writeJSON(t testing.TB, c *websocket.Conn, v any) {
 	writeText(t, c, string(b))
 }
 
-func writeText(t testing.TB, c *websocket.Conn, s string) {
+func writeText(t testing.TB, c *client, s string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+	if err := c.c.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
 		t.Fatalf("write: %v", err)
 	}
 }
 
 // readJSON reads one message into v within d.
-func readJSON(t testing.TB, c *websocket.Conn, d time.Duration, v any) {
+func readJSON(t testing.TB, c *client, d time.Duration, v any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	_, b, err := c.Read(ctx)
+	b, err := tryRead(c, d)
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
@@ -134,12 +168,22 @@ func readJSON(t testing.TB, c *websocket.Conn, d time.Duration, v any) {
 	}
 }
 
-// tryRead reads one message within d; ok is false on timeout.
-func tryRead(c *websocket.Conn, d time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	_, b, err := c.Read(ctx)
-	return b, err
+var errTimeout = errors.New("no message within the deadline")
+
+// tryRead returns the next message within d.
+func tryRead(c *client, d time.Duration) ([]byte, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case f := <-c.in:
+		if f.err != nil {
+			// Keep reporting the end to later reads.
+			c.in <- f
+		}
+		return f.b, f.err
+	case <-t.C:
+		return nil, errTimeout
+	}
 }
 
 type ack struct {
@@ -170,7 +214,7 @@ func (m msg) text(t testing.TB) string {
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 // produce sends a message and waits for its ack.
-func produce(t testing.TB, c *websocket.Conn, m map[string]any) ack {
+func produce(t testing.TB, c *client, m map[string]any) ack {
 	t.Helper()
 	writeJSON(t, c, m)
 	var a ack
@@ -179,7 +223,7 @@ func produce(t testing.TB, c *websocket.Conn, m map[string]any) ack {
 }
 
 // produceOK sends payload (with optional fields) and expects "ok".
-func produceOK(t testing.TB, c *websocket.Conn, payload string, extra map[string]any) string {
+func produceOK(t testing.TB, c *client, payload string, extra map[string]any) string {
 	t.Helper()
 	m := map[string]any{"payload": b64(payload)}
 	for k, v := range extra {
@@ -194,13 +238,16 @@ func produceOK(t testing.TB, c *websocket.Conn, payload string, extra map[string
 
 // expectClose reads until the session closes and checks the code and
 // that the reason contains want.
-func expectClose(t testing.TB, c *websocket.Conn, code websocket.StatusCode, want string) {
+func expectClose(t testing.TB, c *client, code websocket.StatusCode, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		_, err := tryRead(c, time.Until(deadline))
 		if err == nil {
 			continue
+		}
+		if errors.Is(err, errTimeout) {
+			break
 		}
 		var ce websocket.CloseError
 		if !errorsAs(err, &ce) {
@@ -214,4 +261,74 @@ func expectClose(t testing.TB, c *websocket.Conn, code websocket.StatusCode, wan
 	t.Fatalf("session still open; want close code %d", code)
 }
 
-var _ = http.StatusOK
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// expectNothing checks that no message arrives within d.
+func expectNothing(t testing.TB, c *client, d time.Duration) {
+	t.Helper()
+	if b, err := tryRead(c, d); err == nil {
+		t.Fatalf("unexpected message %s", b)
+	}
+}
+
+// receive reads one pushed message.
+func receive(t testing.TB, c *client) msg {
+	t.Helper()
+	var m msg
+	readJSON(t, c, 10*time.Second, &m)
+	if m.MessageID == "" {
+		t.Fatalf("not a message: %+v", m)
+	}
+	return m
+}
+
+// ackMsg acknowledges a message.
+func ackMsg(t testing.TB, c *client, m msg) {
+	t.Helper()
+	writeJSON(t, c, map[string]any{"messageId": m.MessageID})
+}
+
+type wsConn = client
+
+// tryDial opens a session or returns the error.
+func tryDial(n *testcluster.Node, path string) (*client, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, wsURL(n, path), nil)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("%w (HTTP %d)", err, resp.StatusCode)
+		}
+		return nil, err
+	}
+	return newClient(c), nil
+}
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// pulsarClient connects a Pulsar Go client to n.
+func pulsarClient(n *testcluster.Node) (pulsarapi.Client, error) {
+	return pulsarapi.NewClient(pulsarapi.ClientOptions{URL: n.PulsarURL(), OperationTimeout: 20 * time.Second, Logger: plog.DefaultNopLogger()})
+}
+
+// sendBatch sends n messages b0..b(n-1) as one batch.
+func sendBatch(t testing.TB, c pulsarapi.Client, topic string, n int) {
+	t.Helper()
+	p, err := c.CreateProducer(pulsarapi.ProducerOptions{Topic: topic, BatchingMaxMessages: uint(n), BatchingMaxPublishDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	done := make(chan error, n)
+	for i := range n {
+		p.SendAsync(context.Background(), &pulsarapi.ProducerMessage{Payload: []byte(fmt.Sprint("b", i))}, func(_ pulsarapi.MessageID, _ *pulsarapi.ProducerMessage, err error) { done <- err })
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -208,8 +208,10 @@ func jsonError(err error) string {
 			return "want a JSON object, got " + te.Value
 		}
 		return "field " + strconv.Quote(te.Field) + " has the wrong type (" + te.Value + ")"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "invalid JSON: the message ends inside a value"
 	case errors.Is(err, io.EOF):
-		return "empty message"
+		return "invalid JSON: empty message"
 	}
 	return err.Error()
 }
