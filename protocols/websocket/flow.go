@@ -196,7 +196,7 @@ func (f *flow) grants() []grant {
 	for i := range f.slots {
 		sl := &f.slots[i]
 		desired := target - int64(sl.ready)
-		if desired <= sl.granted {
+		if desired <= 0 || desired <= sl.granted {
 			continue
 		}
 		if sl.granted > 0 && desired-sl.granted < threshold {

@@ -16,7 +16,10 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/coder/websocket"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/ternmq/tern/internal/testcluster"
+	"github.com/ternmq/tern/protocols/pulsar/pb"
 )
 
 // Helpers: every test runs a real node (internal/testcluster) and talks to
@@ -90,7 +93,9 @@ func newClient(c *websocket.Conn) *client {
 func (cl *client) CloseNow() error { return cl.c.CloseNow() }
 
 // Close closes the session normally.
-func (cl *client) Close(code websocket.StatusCode, reason string) error { return cl.c.Close(code, reason) }
+func (cl *client) Close(code websocket.StatusCode, reason string) error {
+	return cl.c.Close(code, reason)
+}
 
 // dial opens a session and closes it when the test ends.
 func dial(t testing.TB, n *testcluster.Node, path string) *client {
@@ -331,4 +336,8 @@ func sendBatch(t testing.TB, c pulsarapi.Client, topic string, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func pulsarID(ledger, entry uint64, partition int32) *pb.MessageIdData {
+	return &pb.MessageIdData{LedgerId: proto.Uint64(ledger), EntryId: proto.Uint64(entry), Partition: proto.Int32(partition)}
 }

@@ -213,7 +213,13 @@ func (ps *producerSession) handle(ss *session, b []byte) {
 
 // entry builds the entry for one message.
 func (ps *producerSession) entry(i int, m *message, seq int64, now time.Time) (protocols.ProduceRequest, error) {
-	env := protocols.Envelope{ProducerName: ps.leases[i].Name(), SequenceFirst: seq, SequenceLast: seq}
+	return messageEntry(ps.leases[i].Name(), m, seq, ps.codec, &ps.comp, now)
+}
+
+// messageEntry builds the entry of one producer message, as the Pulsar
+// binary protocol builds the entry of a SEND of one message.
+func messageEntry(producer string, m *message, seq int64, codec protocols.Codec, comp *protocols.Compressor, now time.Time) (protocols.ProduceRequest, error) {
+	env := protocols.Envelope{ProducerName: producer, SequenceFirst: seq, SequenceLast: seq}
 	if m.deliverAt > 0 {
 		protocols.SetDeliverAt(&env, m.deliverAt)
 	}
@@ -227,8 +233,8 @@ func (ps *producerSession) entry(i int, m *message, seq int64, now time.Time) (p
 		x.NoEventTime = true
 	}
 	protocols.SetMessageExtras(&env, []protocols.MessageExtras{x})
-	batch, err := protocols.AppendBatch(nil, protocols.BatchSpec{Codec: ps.codec, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]protocols.Message{msg}, &ps.comp)
+	batch, err := protocols.AppendBatch(nil, protocols.BatchSpec{Codec: codec, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]protocols.Message{msg}, comp)
 	if err != nil {
 		return protocols.ProduceRequest{}, err
 	}

@@ -82,7 +82,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	if err := s.reserve(); err != nil {
 		return err
 	}
-	defer s.unreserve()
+	registered := false
+	defer func() {
+		if !registered {
+			s.unreserve()
+		}
+	}()
 	if t.kind != epPingPong && s.cfg.Authenticate != nil {
 		a := Access{Topic: t.topic, Subscription: t.subscription, Action: map[endpoint]string{epProducer: "produce", epConsumer: "consume", epReader: "read"}[t.kind]}
 		if err := s.cfg.Authenticate(r, requestToken(r), a); err != nil {
@@ -118,7 +123,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	ss := s.newSession(c, t.kind, r.RemoteAddr)
 	ss.log = ss.log.With(logAttrs(t)...)
 	ss.ep = ep
-	if !s.register(ss) {
+	registered = s.register(ss)
+	if !registered {
 		ep.abort()
 		ss.closeWith(websocket.StatusGoingAway, "the node is shutting down")
 		ss.end()
@@ -168,12 +174,14 @@ func (s *Server) unreserve() {
 	s.mu.Unlock()
 }
 
+// register turns a reservation into an open session.
 func (s *Server) register(ss *session) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closing {
 		return false
 	}
+	s.mu.reserved--
 	s.mu.sessions[ss] = struct{}{}
 	s.wg.Add(1)
 	return true
