@@ -16,8 +16,22 @@ import (
 // closes them itself first thing in Close, before the front ends and the
 // subscriptions they use go away.
 
-// nodeWeb maps each *Node to its WebSocket server.
+// nodeWeb maps each *Node to its web state.
 var nodeWeb sync.Map
+
+// webState is what the HTTP side keeps per node.
+type webState struct {
+	ws    *websocket.Server
+	rates *rateBook
+}
+
+func (n *Node) web() *webState {
+	v, _ := nodeWeb.LoadOrStore(n, &webState{rates: newRateBook()})
+	return v.(*webState)
+}
+
+// rates is the node's rate sample book.
+func (n *Node) rates() *rateBook { return n.web().rates }
 
 // webRoutes mounts the WebSocket API and the console.
 func (n *Node) webRoutes() {
@@ -30,28 +44,36 @@ func (n *Node) webRoutes() {
 	if err != nil {
 		n.log.Error("the WebSocket API is off: its configuration is invalid", "err", err)
 	} else {
-		nodeWeb.Store(n, srv)
+		n.web().ws = srv
 		n.Handle("/ws/", srv)
 		n.registry.MustRegister(wsCollector{srv: srv, node: n.cfg.Node.Name, region: n.cfg.Node.Region})
 	}
+	n.consoleAPIRoutes()
 	n.consoleRoutes()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		<-n.stop
+		nodeWeb.Delete(n)
+	}()
 }
 
 // WebSocket is the node's WebSocket front end (nil when it is off).
 func (n *Node) WebSocket() *websocket.Server {
 	if v, ok := nodeWeb.Load(n); ok {
-		return v.(*websocket.Server)
+		return v.(*webState).ws
 	}
 	return nil
 }
 
-// closeWeb ends every WebSocket session.
+// closeWeb ends every WebSocket session; the node's web state is dropped
+// once the node has stopped.
 func (n *Node) closeWeb(ctx context.Context) []error {
-	v, ok := nodeWeb.LoadAndDelete(n)
-	if !ok {
+	v, ok := nodeWeb.Load(n)
+	if !ok || v.(*webState).ws == nil {
 		return nil
 	}
-	if err := v.(*websocket.Server).Close(ctx); err != nil {
+	if err := v.(*webState).ws.Close(ctx); err != nil {
 		return []error{fmt.Errorf("websocket: %w", err)}
 	}
 	return nil
