@@ -1,9 +1,14 @@
 package console
 
 import (
+	"bytes"
 	"embed"
 	"io/fs"
+	"mime"
 	"net/http"
+	"path"
+	"strings"
+	"time"
 )
 
 //go:embed static
@@ -40,16 +45,30 @@ func Index() http.Handler {
 	})
 }
 
-// Assets serves the console's files under AssetPrefix.
+// Assets serves the console's files under AssetPrefix: files only, so
+// a directory or a name that is not there is a 404 rather than a listing
+// or the page under another path.
 func Assets() http.Handler {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		panic("console: " + err.Error())
 	}
-	files := http.StripPrefix(AssetPrefix, http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
-		files.ServeHTTP(w, r)
+		name := strings.TrimPrefix(r.URL.Path, AssetPrefix)
+		if name == "index.html" || !fs.ValidPath(name) {
+			http.NotFound(w, r)
+			return
+		}
+		b, err := fs.ReadFile(sub, name)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		if ct := mime.TypeByExtension(path.Ext(name)); ct != "" {
+			w.Header().Set("Content-Type", ct)
+		}
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
 	})
 }
 
