@@ -242,6 +242,9 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("row partitions %q, want 3", got)
 	}
 	b.wait("the node in the top bar", 10*time.Second, `() => document.getElementById('node-info').textContent.includes('node-1')`)
+	// Rates need two samples: a later refresh fills them in.
+	b.wait("the topic's rates", 10*time.Second,
+		`(name) => { const r = document.querySelector('#topics tr[data-topic$="/' + name + '"]'); return r && r.cells[2].textContent !== '—' }`, topic)
 	b.noErrors("topic list")
 	b.screenshot(dir, "console-topics.png")
 
@@ -278,6 +281,14 @@ func TestConsole(t *testing.T) {
 		`(want) => { const d = document.querySelector('#tail-list .tail-detail'); return d && d.querySelector('pre').textContent === want && d.textContent.includes('source') }`, payload)
 	b.noErrors("topic view")
 	b.screenshot(dir, "console.png")
+	// The theme switch flips the page to dark and back.
+	dark := eval[string](b, `document.documentElement.dataset.theme`) == "light"
+	b.do("switch the theme", chromedp.Click(chromedp.CSS(`#theme`)))
+	if got := eval[string](b, `document.documentElement.dataset.theme`); (got == "dark") != dark {
+		t.Fatalf("theme %q after the switch", got)
+	}
+	b.screenshot(dir, "console-"+map[bool]string{true: "dark", false: "light"}[dark]+".png")
+	b.do("switch the theme back", chromedp.Click(chromedp.CSS(`#theme`)))
 
 	// The mesh view lists both regions and their nodes.
 	b.do("open the mesh view", chromedp.Click(chromedp.CSS(`#nav a[data-view="mesh"]`)))

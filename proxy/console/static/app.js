@@ -245,7 +245,7 @@ function miniBars(values) {
   return h('span', { class: 'mini-bars', title: values.map((v, i) => `p${i}: ${fmtCount(v)}`).join('\n') },
     values.map((v) => {
       // Through the CSSOM: the page's policy refuses style attributes.
-      const bar = h('span', { class: v ? '' : 'empty' });
+      const bar = h('span', { class: v ? '' : 'none' });
       bar.style.height = `${Math.max(2, Math.round((v / max) * 18))}px`;
       return bar;
     }));
@@ -263,7 +263,7 @@ function startNodeInfo() {
         h('span', { class: n.ready ? 'dot ok' : 'dot warn', title: n.ready ? 'ready' : 'starting' }),
         h('span', {}, 'node ', h('b', {}, n.name)),
         h('span', {}, 'region ', h('b', {}, n.region)),
-        n.version && h('span', {}, n.version));
+        n.version && h('span', { class: 'badge', title: 'tern version' }, n.version));
       info.title = [n.kafka && `Kafka ${n.kafka}`, n.pulsar && `Pulsar ${n.pulsar}`, n.http && `HTTP ${n.http}`,
         n.clusterId && `cluster ${n.clusterId}`].filter(Boolean).join('\n');
     } catch (e) {
@@ -427,7 +427,7 @@ function topicView(main, tenant, ns, topic) {
       card('Bytes/s in', fmtByteRate(d.bytesRateIn)),
       card('Msg/s out', fmtRate(d.msgRateOut)),
       card('Backlog', fmtCount(d.backlog), '', d.backlog > 0),
-      card('Messages', fmtCount(d.messages), `${fmtCount(d.retained)} kept`),
+      card('Messages', fmtCount(d.messages), d.retained < d.messages && `${fmtCount(d.retained)} retained`),
       card('Stored', fmtBytes(d.storageSize)));
     const logs = d.logs || [];
     const subs = d.subscriptionList || [];
@@ -445,16 +445,13 @@ function topicView(main, tenant, ns, topic) {
       panel('Subscriptions', subs.length, subs.length === 0 ? empty('No subscriptions.') : table(
         [['Name'], ['Type'], ['Backlog', 'num'], ['Unacked', 'num'], ['Delayed', 'num'], ['Msg/s out', 'num'], ['Consumers']],
         subs.map((sb) => h('tr', { dataset: { subscription: sb.name } },
-          h('td', {}, h('b', {}, sb.name), !sb.durable && h('span', { class: 'badge', title: 'non-durable: gone with its last consumer' }, 'non-durable')),
+          h('td', {}, h('span', { class: 'name-cell' }, h('b', {}, sb.name),
+            !sb.durable && h('span', { class: 'badge', title: 'non-durable: gone with its last consumer' }, 'non-durable'))),
           h('td', {}, sb.type),
-          h('td', { class: sb.backlog ? 'num' : 'num zero' }, sb.perPartition && sb.perPartition.length > 1 && miniBars(sb.perPartition), ' ', fmtCount(sb.backlog)),
+          h('td', { class: sb.backlog ? 'num' : 'num zero' },
+            h('span', { class: 'name-cell end' }, sb.backlog > 0 && sb.perPartition && sb.perPartition.length > 1 && miniBars(sb.perPartition), fmtCount(sb.backlog))),
           num(fmtCount(sb.unacked), sb.unacked), num(fmtCount(sb.delayed), sb.delayed), num(fmtRate(sb.msgRateOut), sb.msgRateOut),
-          h('td', {}, sb.consumers.length === 0 ? h('span', { class: 'zero' }, 'none') : h('div', { class: 'chips' }, sb.consumers.map((c) =>
-            h('span', {
-              class: `badge ${c.transport}`,
-              title: [`${c.transport} consumer${d.partitions ? ' on partition ' + c.partition : ''}`, c.address, `permits ${c.permits}`,
-                `unacked ${c.unacked}`, c.active ? 'active' : 'standby'].filter(Boolean).join('\n'),
-            }, c.name)))))))),
+          h('td', {}, sb.consumers.length === 0 ? h('span', { class: 'zero' }, 'none') : consumerChips(sb.consumers, d.partitions)))))),
       groups.length > 0 && panel('Kafka consumer groups', groups.length, table(
         [['Group'], ['Lag', 'num'], ['Committed offsets']],
         groups.map((g) => h('tr', {},
@@ -477,6 +474,28 @@ function topicView(main, tenant, ns, topic) {
     stop();
     tail.stop();
   };
+}
+
+// consumerChips shows a subscription's consumers, one chip per consumer
+// name: a client consuming a partitioned topic has a consumer on each
+// partition under one name.
+function consumerChips(consumers, partitioned) {
+  const byName = new Map();
+  for (const c of consumers) {
+    const g = byName.get(c.name) || { ...c, partitions: [], unacked: 0, permits: 0, active: false };
+    g.partitions.push(c.partition);
+    g.unacked += c.unacked;
+    g.permits += c.permits;
+    g.active = g.active || c.active;
+    byName.set(c.name, g);
+  }
+  return h('div', { class: 'chips' }, [...byName.values()].map((g) => h('span', {
+    class: `badge ${g.transport}`,
+    title: [
+      `${g.transport} consumer` + (partitioned ? ` on partition${g.partitions.length > 1 ? 's' : ''} ${g.partitions.join(', ')}` : ''),
+      g.address, `permits ${g.permits}`, `unacked ${g.unacked}`, g.active ? 'active' : 'standby',
+    ].filter(Boolean).join('\n'),
+  }, g.name, partitioned && g.partitions.length > 1 && h('span', { class: 'count' }, ` ×${g.partitions.length}`))));
 }
 
 // ---------------------------------------------------------------- live tail
@@ -724,8 +743,9 @@ function meshView(main) {
         h('span', { class: 'sub' }, `${r.nodes_up} of ${r.nodes.length} up`, rtt && ` · ${rtt}`)),
       table([['Node'], ['State'], ['Since', 'num'], ['RTT', 'num'], ['Kafka'], ['Pulsar'], ['HTTP'], ['Version']],
         r.nodes.map((n) => h('tr', { dataset: { node: n.name } },
-          h('td', {}, h('span', { class: 'state' }, h('span', { class: `dot ${stateClass[n.state] || ''}` }), h('b', {}, n.name)),
-            n.local && h('span', { class: 'badge accent' }, 'this node'), n.rack && h('span', { class: 'badge' }, n.rack)),
+          h('td', {}, h('span', { class: 'name-cell' },
+            h('span', { class: 'state' }, h('span', { class: `dot ${stateClass[n.state] || ''}` }), h('b', {}, n.name)),
+            n.local && h('span', { class: 'badge accent' }, 'this node'), n.rack && h('span', { class: 'badge' }, n.rack))),
           h('td', {}, n.state),
           num(fmtAge(Date.parse(n.state_since)), 1),
           num(n.rtt_ms !== undefined ? `${nf1.format(n.rtt_ms)} ms` : '—', n.rtt_ms),
