@@ -407,18 +407,27 @@ function topicsView(main) {
 // ---------------------------------------------------------------- one topic
 
 function topicView(main, tenant, ns, topic) {
+  const badges = h('div', { class: 'badges' });
   const head = h('div', { class: 'page-head' },
     h('div', {},
       h('div', { class: 'crumbs' }, h('a', { href: '#/topics' }, 'Topics'), ` / ${tenant} / ${ns}`),
       h('h1', {}, topic)),
-    h('div', { class: 'badges', id: 'topic-badges' }));
+    badges);
   const cards = h('div', { class: 'cards' });
   const left = h('div', { id: 'topic-detail' }, empty('loading…'));
-  const tail = startTail(tenant, ns, topic);
-  replace(main, head, cards, h('div', { class: 'topic-grid' }, left, h('div', { class: 'sticky' }, tail.el)));
+  const side = h('div', { class: 'sticky' });
+  replace(main, head, cards, h('div', { class: 'topic-grid' }, left, side));
+  // The tail opens once the topic is known to exist, and closes if it
+  // goes away.
+  let tail = null;
+  let gone = false;
 
   function draw(d) {
-    replace($('topic-badges'),
+    if (!tail && !gone) {
+      tail = startTail(tenant, ns, topic);
+      side.append(tail.el);
+    }
+    replace(badges,
       h('span', { class: 'badge accent' }, d.partitions ? `${d.partitions} partitions` : 'not partitioned'),
       d.deduplication && h('span', { class: 'badge ok' }, 'deduplication'),
       h('span', { class: 'badge' }, `created ${fmtAge(d.created)}`));
@@ -466,13 +475,20 @@ function topicView(main, tenant, ns, topic) {
       draw(await api(topicAPI(tenant, ns, topic), signal));
     } catch (e) {
       if (!(e instanceof APIError) || e.status !== 404) throw e;
+      if (tail) {
+        tail.stop();
+        tail = null;
+      }
+      replace(side);
+      replace(badges);
       replace(cards);
       replace(left, panel('Partitions', undefined, empty(`There is no topic ${tenant}/${ns}/${topic} on this node.`)));
     }
   });
   return () => {
+    gone = true;
     stop();
-    tail.stop();
+    if (tail) tail.stop();
   };
 }
 
