@@ -37,10 +37,10 @@ func get(t *testing.T, url string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// TestIndex: the page comes with headers that keep scripts, styles and
+// TestConsoleIndex: the page comes with headers that keep scripts, styles and
 // connections to the node's own origin, and it loads the console's
 // script and styles from the asset path.
-func TestIndex(t *testing.T) {
+func TestConsoleIndex(t *testing.T) {
 	srv := server(t)
 	resp, body := get(t, srv.URL+"/")
 	if resp.StatusCode != http.StatusOK {
@@ -74,10 +74,10 @@ func TestIndex(t *testing.T) {
 	}
 }
 
-// TestAssets: every file the page names is served with its type and the
+// TestConsoleAssets: every file the page names is served with its type and the
 // same headers; anything else under /console/ is a 404, directories
 // included.
-func TestAssets(t *testing.T) {
+func TestConsoleAssets(t *testing.T) {
 	srv := server(t)
 	for path, ctype := range map[string]string{
 		"/console/app.js":      "text/javascript",
