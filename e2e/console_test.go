@@ -279,6 +279,17 @@ func TestConsole(t *testing.T) {
 	b.do("open the message", chromedp.Click(chromedp.CSS(`#tail-list .tail-row .tail-payload`)))
 	b.wait("the message's details", 5*time.Second,
 		`(want) => { const d = document.querySelector('#tail-list .tail-detail'); return d && d.querySelector('pre').textContent === want && d.textContent.includes('source') }`, payload)
+	// Paused, the tail holds what arrives; resumed, it shows it on top.
+	b.do("pause the tail", chromedp.Click(chromedp.CSS(`#tail-pause`)))
+	second := fmt.Sprintf("second message %d", time.Now().UnixNano())
+	produce(&kgo.Record{Key: []byte("order-43"), Value: []byte(second)})
+	b.wait("the tail to hold the second message", 20*time.Second, `() => document.getElementById('tail-count').textContent.includes('1 held')`)
+	if got := eval[int](b, `document.querySelectorAll('#tail-list .tail-row').length`); got != 1 {
+		t.Fatalf("the paused tail shows %d messages, want 1", got)
+	}
+	b.do("resume the tail", chromedp.Click(chromedp.CSS(`#tail-pause`)))
+	b.wait("the second message on top", 5*time.Second,
+		`(want) => { const p = document.querySelector('#tail-list .tail-payload'); return p && p.textContent === want && document.querySelectorAll('#tail-list .tail-row').length === 2 }`, second)
 	b.noErrors("topic view")
 	b.screenshot(dir, "console.png")
 	// The theme switch flips the page to dark and back.

@@ -588,9 +588,9 @@ function parseMessageId(b64) {
 function startTail(tenant, ns, topic) {
   const status = h('span', { class: 'tail-status', id: 'tail-status', dataset: { state: 'connecting' } });
   const list = h('div', { class: 'tail-list', id: 'tail-list', 'aria-live': 'polite' });
-  const counter = h('span', { class: 'sub' });
-  const pauseBtn = h('button', { class: 'btn', type: 'button', on: { click: togglePause } }, 'Pause');
-  const clearBtn = h('button', { class: 'btn', type: 'button', on: { click: clearRows } }, 'Clear');
+  const counter = h('span', { class: 'sub', id: 'tail-count' });
+  const pauseBtn = h('button', { class: 'btn', id: 'tail-pause', type: 'button', on: { click: togglePause } }, 'Pause');
+  const clearBtn = h('button', { class: 'btn', id: 'tail-clear', type: 'button', on: { click: clearRows } }, 'Clear');
   const el = h('section', { class: 'panel', id: 'tail' },
     h('div', { class: 'panel-head' }, h('h2', {}, 'Live tail'), h('span', { class: 'spacer' }), status),
     h('div', { class: 'tail-controls' }, pauseBtn, clearBtn, h('span', { class: 'grow' }), counter),
