@@ -311,4 +311,12 @@ func TestConsole(t *testing.T) {
 	})
 	b.noErrors("mesh view")
 	b.screenshot(dir, "console-mesh.png")
+
+	// A hash that names no view, or that is not escaped correctly, gets a
+	// page that says so.
+	for _, hash := range []string{"#/nope", "#/topics/%E0%A4%A/x/y"} {
+		b.do("open "+hash, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, hash)))
+		b.wait("the not-found page for "+hash, 5*time.Second, `(h) => location.hash === h && document.getElementById('main').textContent.includes('Nothing at')`, hash)
+	}
+	b.noErrors("unknown views")
 }

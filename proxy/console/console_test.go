@@ -4,11 +4,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/ternmq/tern/proxy/console"
 )
+
+// importRE finds the relative imports of an ES module.
+var importRE = regexp.MustCompile(`from '\./([a-z0-9-]+\.js)'`)
 
 // server mounts the console's handlers as the node does, on a real
 // loopback listener.
@@ -97,8 +101,36 @@ func TestConsoleAssets(t *testing.T) {
 			t.Errorf("GET %s: no nosniff", path)
 		}
 	}
-	if _, js := get(t, srv.URL+"/console/app.js"); !strings.Contains(js, "/ws/v2/reader/persistent/") || !strings.Contains(js, "/api/v1/topics") {
-		t.Error("app.js does not read the topics API or tail through the reader endpoint")
+	// The script's modules, followed through their imports, all load.
+	var code strings.Builder
+	seen := map[string]bool{}
+	queue := []string{"app.js"}
+	for len(queue) > 0 {
+		name := queue[0]
+		queue = queue[1:]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		resp, js := get(t, srv.URL+"/console/"+name)
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/javascript") {
+			t.Fatalf("module %s: HTTP %d %s", name, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		code.WriteString(js)
+		for _, m := range importRE.FindAllStringSubmatch(js, -1) {
+			queue = append(queue, m[1])
+		}
+	}
+	if len(seen) < 2 {
+		t.Fatalf("app.js imports no modules: %v", seen)
+	}
+	for _, want := range []string{"/ws/v2/reader/persistent/", "/api/v1/topics", "/api/v1/node", "/api/v1/mesh"} {
+		if !strings.Contains(code.String(), want) {
+			t.Errorf("the console's modules never use %s", want)
+		}
+	}
+	if strings.Contains(code.String(), "innerHTML") || strings.Contains(code.String(), "insertAdjacentHTML") {
+		t.Error("the console's modules write markup; data must reach the page as text")
 	}
 	for _, path := range []string{"/console/x", "/console/", "/console/static/app.js", "/console/index.html", "/console/../go.mod", "/console/app.js/", "/index.html", "/x"} {
 		resp, body := get(t, srv.URL+path)
