@@ -10,6 +10,7 @@ import (
 // routes registers the node's HTTP endpoints. Feature files add their own
 // admin routes through Handle.
 func (n *Node) routes() {
+	n.webRoutes()
 	n.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

@@ -284,6 +284,7 @@ func (n *Node) Close(ctx context.Context) error {
 			emu  sync.Mutex
 			fwg  sync.WaitGroup
 		)
+		errs = append(errs, n.closeWeb(ctx)...)
 		for _, f := range n.frontends {
 			if f.ln == nil {
 				continue

@@ -1,0 +1,217 @@
+package websocket
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ternmq/tern/protocols"
+)
+
+// The JSON messages of Pulsar's WebSocket API v2, field for field.
+
+// producerMessage is a message a producer session receives.
+type producerMessage struct {
+	Payload    *string           `json:"payload"`
+	Properties map[string]string `json:"properties"`
+	Context    *flexString       `json:"context"`
+	Key        *string           `json:"key"`
+	// ReplicationClusters and DisableReplication are accepted and
+	// ignored: which regions a topic lives in is a policy of the mesh.
+	ReplicationClusters []string `json:"replicationClusters"`
+	DisableReplication  bool     `json:"disableReplication"`
+	EventTime           *string  `json:"eventTime"`
+	SequenceID          *int64   `json:"sequenceId"`
+	DeliverAt           int64    `json:"deliverAt"`
+	DeliverAfterMs      int64    `json:"deliverAfterMs"`
+	// The schema fields are accepted and ignored: payloads are stored as
+	// sent.
+	SchemaVersion int64           `json:"schemaVersion"`
+	KeySchema     json.RawMessage `json:"keySchema"`
+	ValueSchema   json.RawMessage `json:"valueSchema"`
+}
+
+// flexString takes a JSON string or number, as Jackson's coercion of a
+// String field does: clients send "context": 1 as often as "1".
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*f = flexString(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("context: want a string or a number, got %s", clip(string(b), 40))
+	}
+	*f = flexString(n)
+	return nil
+}
+
+// producerAck answers one producer message.
+type producerAck struct {
+	Result        string  `json:"result"`
+	ErrorMsg      string  `json:"errorMsg,omitempty"`
+	MessageID     string  `json:"messageId,omitempty"`
+	Context       *string `json:"context,omitempty"`
+	ErrorCode     int     `json:"errorCode"`
+	SchemaVersion int64   `json:"schemaVersion"`
+}
+
+// consumerCommand is what a consumer or reader session receives: an ack
+// (no type, or a type not listed), a negative ack, permits, an unsubscribe
+// or an end-of-topic check.
+type consumerCommand struct {
+	Type           string  `json:"type"`
+	MessageID      *string `json:"messageId"`
+	PermitMessages *int64  `json:"permitMessages"`
+}
+
+// consumerMessage is a message pushed to a consumer or reader.
+type consumerMessage struct {
+	MessageID       string            `json:"messageId"`
+	Payload         string            `json:"payload"`
+	Properties      map[string]string `json:"properties"`
+	PublishTime     string            `json:"publishTime"`
+	RedeliveryCount int32             `json:"redeliveryCount"`
+	EventTime       string            `json:"eventTime,omitempty"`
+	Key             *string           `json:"key,omitempty"`
+}
+
+// endOfTopic answers isEndOfTopic.
+type endOfTopic struct {
+	EndOfTopic bool `json:"endOfTopic"`
+}
+
+// formatTime writes a Unix ms time as Pulsar's WebSocket API does: ISO
+// 8601 with milliseconds and offset (UTC here).
+func formatTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// parseTime reads an ISO 8601 date-time with an offset.
+func parseTime(s string) (int64, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("eventTime %q: want an ISO 8601 date-time with an offset, like 2024-05-01T12:00:00.000Z", clip(s, 40))
+	}
+	return t.UnixMilli(), nil
+}
+
+// message is a producer message decoded and checked, ready to become an
+// entry.
+type message struct {
+	context   *string
+	payload   []byte
+	key       []byte // nil: no key
+	headers   []protocols.Header
+	eventTime int64 // 0: none given
+	seq       *int64
+	deliverAt int64 // Unix ms, 0: none
+}
+
+// decodeProducerMessage decodes one producer message. On failure it
+// returns the Pulsar error the ack reports (3 for JSON that does not
+// decode, 7 for a payload or time that does not), the context if it was
+// read, and a message saying what to change.
+func decodeProducerMessage(b []byte, maxPayload int, now time.Time) (message, CloseCode, error) {
+	var pm producerMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&pm); err != nil {
+		return message{}, CloseFailedToDeserializeFromJSON, fmt.Errorf("not a producer message: %v", jsonError(err))
+	}
+	if dec.More() {
+		return message{}, CloseFailedToDeserializeFromJSON, errors.New("not a producer message: data after the JSON object; send one message per WebSocket message")
+	}
+	var m message
+	if pm.Context != nil {
+		c := string(*pm.Context)
+		m.context = &c
+	}
+	if pm.Payload == nil {
+		return m, ClosePayloadEncodingError, errors.New(`the message has no "payload"; send its bytes in base64`)
+	}
+	if base64.StdEncoding.DecodedLen(len(*pm.Payload)) > maxPayload+3 {
+		return m, ClosePayloadEncodingError, fmt.Errorf("the payload of about %d bytes exceeds the limit of %d bytes", base64.StdEncoding.DecodedLen(len(*pm.Payload)), maxPayload)
+	}
+	payload, err := decodeBase64(*pm.Payload)
+	if err != nil {
+		return m, ClosePayloadEncodingError, fmt.Errorf("Invalid Base64 message-payload error=%v", err)
+	}
+	if len(payload) > maxPayload {
+		return m, ClosePayloadEncodingError, fmt.Errorf("the payload of %d bytes exceeds the limit of %d bytes", len(payload), maxPayload)
+	}
+	m.payload = payload
+	if pm.Key != nil {
+		m.key = []byte(*pm.Key)
+	}
+	if len(pm.Properties) > 0 {
+		keys := make([]string, 0, len(pm.Properties))
+		for k := range pm.Properties {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		m.headers = make([]protocols.Header, len(keys))
+		for i, k := range keys {
+			m.headers[i] = protocols.Header{Key: k, Value: []byte(pm.Properties[k])}
+		}
+	}
+	if pm.EventTime != nil && *pm.EventTime != "" {
+		if m.eventTime, err = parseTime(*pm.EventTime); err != nil {
+			return m, ClosePayloadEncodingError, err
+		}
+		if m.eventTime <= 0 {
+			return m, ClosePayloadEncodingError, fmt.Errorf("eventTime %q is not after 1970", *pm.EventTime)
+		}
+	}
+	if pm.SequenceID != nil {
+		if *pm.SequenceID < 0 {
+			return m, CloseFailedToDeserializeFromJSON, fmt.Errorf("sequenceId %d: want a number >= 0", *pm.SequenceID)
+		}
+		m.seq = pm.SequenceID
+	}
+	switch {
+	case pm.DeliverAt > 0:
+		m.deliverAt = pm.DeliverAt
+	case pm.DeliverAfterMs > 0:
+		m.deliverAt = now.UnixMilli() + pm.DeliverAfterMs
+	}
+	return m, 0, nil
+}
+
+// decodeBase64 reads standard base64 with or without padding, as Java's
+// basic decoder does.
+func decodeBase64(s string) ([]byte, error) {
+	return base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+}
+
+// jsonError rephrases a decoding error without Go type names.
+func jsonError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return "invalid JSON at byte " + strconv.FormatInt(se.Offset, 10) + ": " + se.Error()
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return "want a JSON object, got " + te.Value
+		}
+		return "field " + strconv.Quote(te.Field) + " has the wrong type (" + te.Value + ")"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "invalid JSON: the message ends inside a value"
+	case errors.Is(err, io.EOF):
+		return "invalid JSON: empty message"
+	}
+	return err.Error()
+}

@@ -1,0 +1,325 @@
+package websocket
+
+// Producer sessions: /ws/v2/producer/persistent/{tenant}/{namespace}/{topic}.
+//
+// Parameters as in Pulsar: producerName (the name is registered on every
+// partition, as a Pulsar producer's is; a name in use gives HTTP 409),
+// initialSequenceId, hashingScheme and messageRoutingMode (see router),
+// compressionType (entries are stored compressed with the Kafka codec of
+// the same family: LZ4 -> lz4, ZLIB -> gzip, ZSTD -> zstd, SNAPPY ->
+// snappy), and maxPendingMessages (how many messages may wait to become
+// durable before the session stops reading). sendTimeoutMillis,
+// batchingEnabled, batchingMaxMessages and batchingMaxPublishDelay are
+// checked and otherwise ignored: every message is one entry, acknowledged
+// once durable. encryptionKeys is refused: tern does not encrypt.
+//
+// Each message becomes one entry exactly as a Pulsar client's SEND of one
+// message does (see protocols/pulsar cmd_send.go): key, payload,
+// properties as headers, eventTime as the record timestamp (or the publish
+// time, marked as no event time), deliverAt/deliverAfterMs as the entry's
+// delivery time, and an envelope naming the producer and the message's
+// sequence id. The sequence id is the message's sequenceId if it has one,
+// else the next of a counter per partition that starts after
+// initialSequenceId, or after the last sequence id stored for the name when
+// the namespace deduplicates, as Pulsar's producer starts. With
+// deduplication on, a message whose sequence id is not above the last one
+// stored for the name is a duplicate: it is acknowledged "ok" with the
+// original's message id and not written again.
+//
+// Answers keep the order of the messages: {"result":"ok","messageId":...}
+// once the entry is durable, or {"result":"send-error:<n>","errorMsg":...}
+// with Pulsar's numbers: 3 for a message that is not valid JSON, 7 for a
+// payload that is not base64 (or too large) or an eventTime that does not
+// parse, 8 for a failed append. Bad messages do not close the session.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ternmq/tern/protocols"
+)
+
+// producerSession is a producer set up for a session.
+type producerSession struct {
+	s       *Server
+	t       target
+	slots   []slot
+	leases  []protocols.ProducerLease
+	nextSeq []int64
+	route   *router
+	codec   protocols.Codec
+	comp    protocols.Compressor
+
+	receipts chan receipt
+	inflight atomic.Int64
+	drained  chan struct{}
+	draining chan struct{}
+	drainSet atomic.Bool
+}
+
+// receipt is one answer in message order: an append to wait for, or a
+// ready answer.
+type receipt struct {
+	pending protocols.PendingProduce
+	slot    int
+	context *string
+	size    int64
+	frame   []byte
+}
+
+var codecs = map[string]protocols.Codec{
+	"NONE": protocols.CodecNone, "LZ4": protocols.CodecLZ4, "ZLIB": protocols.CodecGzip,
+	"ZSTD": protocols.CodecZstd, "SNAPPY": protocols.CodecSnappy,
+}
+
+func (s *Server) setupProducer(ctx context.Context, t target, p *params, remote string) (*producerSession, error) {
+	name := p.str("producerName")
+	initial := p.int64("initialSequenceId", -2, -1, 1<<62)
+	scheme := p.oneOf("hashingScheme", "JavaStringHash", "JavaStringHash", "Murmur3_32Hash")
+	mode := p.oneOf("messageRoutingMode", "SinglePartition", "SinglePartition", "RoundRobinPartition", "CustomPartition")
+	codec := p.oneOf("compressionType", "NONE", "NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY")
+	maxPending := p.int64("maxPendingMessages", int64(s.cfg.MaxPendingMessages), 1, 1<<20)
+	p.int64("sendTimeoutMillis", 0, 0, 1<<31)
+	p.bool("batchingEnabled", false)
+	p.int64("batchingMaxMessages", 0, 0, 1<<31)
+	p.int64("batchingMaxPublishDelay", 0, 0, 1<<31)
+	if p.has("encryptionKeys") {
+		p.fail("encryptionKeys: tern does not encrypt messages; produce without it")
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	parts, err := s.resolve(ctx, t.topic)
+	if err != nil {
+		return nil, err
+	}
+	slots, err := s.incarnations(ctx, parts)
+	if err != nil {
+		return nil, err
+	}
+	ps := &producerSession{
+		s: s, t: t, slots: slots, codec: codecs[codec],
+		route:    newRouter(len(slots), mode, scheme),
+		receipts: make(chan receipt, maxPending),
+		drained:  make(chan struct{}, 1),
+		draining: make(chan struct{}),
+	}
+	for _, sl := range slots {
+		l, err := s.b.OpenProducer(ctx, sl.part, protocols.ProducerRequest{Name: name, Address: remote})
+		if err != nil {
+			ps.abort()
+			return nil, err
+		}
+		name = l.Name()
+		ps.leases = append(ps.leases, l)
+		next := l.LastSequence() + 1
+		if initial >= -1 {
+			next = initial + 1
+		}
+		ps.nextSeq = append(ps.nextSeq, next)
+	}
+	return ps, nil
+}
+
+func (ps *producerSession) abort() {
+	for _, l := range ps.leases {
+		l.Close()
+	}
+}
+
+// goAway stops taking messages, answers those in flight and then closes
+// the session.
+func (ps *producerSession) goAway(*session) {
+	if ps.drainSet.CompareAndSwap(false, true) {
+		close(ps.draining)
+	}
+}
+
+func (ps *producerSession) run(ss *session) {
+	answered := make(chan struct{})
+	ss.start(func() {
+		defer close(answered)
+		ps.answer(ss)
+	})
+	for i, l := range ps.leases {
+		ss.wg.Add(1)
+		go func() {
+			defer ss.wg.Done()
+			select {
+			case <-l.Revoked():
+				ss.fail(CloseFailedToCreateProducer, fmt.Sprintf("the producer %q on %s was taken away (another session took the name over, an exclusive producer fenced it, or the topic was deleted)",
+					l.Name(), ps.slots[i].part.Name()))
+			case <-ss.ctx.Done():
+			}
+		}()
+	}
+	for {
+		b, err := ss.read()
+		if err != nil {
+			ss.readErr(err)
+			break
+		}
+		ps.handle(ss, b)
+	}
+	ss.closeNow()
+	close(ps.receipts)
+	<-answered
+	ps.abort()
+}
+
+// handle turns one message into an append, or an error answer.
+func (ps *producerSession) handle(ss *session, b []byte) {
+	now := time.Now()
+	m, code, err := decodeProducerMessage(b, ps.s.cfg.MaxMessageSize, now)
+	if err != nil {
+		ps.s.m.badInput.Add(1)
+		ss.log.Debug("producer message refused", "code", PulsarCode(code), "err", err)
+		ps.receipts <- receipt{frame: errorAck(code, err.Error(), m.context)}
+		return
+	}
+	if ps.drainSet.Load() {
+		ps.receipts <- receipt{frame: errorAck(CloseUnknownError, "the node is shutting down; send the message again on a new session", m.context)}
+		return
+	}
+	i := ps.route.pick(m.key)
+	seq := ps.nextSeq[i]
+	if m.seq != nil {
+		seq = *m.seq
+	} else {
+		ps.nextSeq[i]++
+	}
+	req, err := ps.entry(i, &m, seq, now)
+	if err != nil {
+		ps.receipts <- receipt{frame: errorAck(CloseUnknownError, err.Error(), m.context)}
+		return
+	}
+	size := int64(len(m.payload)) + 1
+	if !ps.acquire(ss, size) {
+		return
+	}
+	pending, err := ps.s.b.StartProduce(ss.ctx, ps.slots[i].part, req)
+	if err != nil {
+		ps.release(size)
+		ps.receipts <- receipt{frame: errorAck(CloseUnknownError, err.Error(), m.context)}
+		return
+	}
+	ps.receipts <- receipt{pending: pending, slot: i, context: m.context, size: size}
+}
+
+// entry builds the entry for one message.
+func (ps *producerSession) entry(i int, m *message, seq int64, now time.Time) (protocols.ProduceRequest, error) {
+	return messageEntry(ps.leases[i].Name(), m, seq, ps.codec, &ps.comp, now)
+}
+
+// messageEntry builds the entry of one producer message, as the Pulsar
+// binary protocol builds the entry of a SEND of one message.
+func messageEntry(producer string, m *message, seq int64, codec protocols.Codec, comp *protocols.Compressor, now time.Time) (protocols.ProduceRequest, error) {
+	env := protocols.Envelope{ProducerName: producer, SequenceFirst: seq, SequenceLast: seq}
+	if m.deliverAt > 0 {
+		protocols.SetDeliverAt(&env, m.deliverAt)
+	}
+	msg := protocols.Message{Key: m.key, Value: m.payload, Headers: m.headers, Timestamp: m.eventTime}
+	if msg.Value == nil {
+		msg.Value = []byte{}
+	}
+	var x protocols.MessageExtras
+	if m.eventTime == 0 {
+		msg.Timestamp = now.UnixMilli()
+		x.NoEventTime = true
+	}
+	protocols.SetMessageExtras(&env, []protocols.MessageExtras{x})
+	batch, err := protocols.AppendBatch(nil, protocols.BatchSpec{Codec: codec, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]protocols.Message{msg}, comp)
+	if err != nil {
+		return protocols.ProduceRequest{}, err
+	}
+	h, err := protocols.ParseBatchHeader(batch)
+	if err != nil {
+		return protocols.ProduceRequest{}, err
+	}
+	return protocols.ProduceRequest{Envelope: env, Batch: batch, Header: &h}, nil
+}
+
+// acquire reserves in-flight bytes, waiting while the session has too
+// many in flight.
+func (ps *producerSession) acquire(ss *session, n int64) bool {
+	for {
+		cur := ps.inflight.Load()
+		if cur == 0 || cur+n <= int64(ps.s.cfg.MaxInflightBytes) {
+			ps.inflight.Add(n)
+			return true
+		}
+		select {
+		case <-ps.drained:
+		case <-ss.ctx.Done():
+			return false
+		}
+	}
+}
+
+func (ps *producerSession) release(n int64) {
+	ps.inflight.Add(-n)
+	select {
+	case ps.drained <- struct{}{}:
+	default:
+	}
+}
+
+// answer writes the answers in message order. It waits for every append
+// it is handed, even after the connection is gone, so that each in-flight
+// append is accounted for; once the server asks the session to go away it
+// closes the session when nothing is left in flight.
+func (ps *producerSession) answer(ss *session) {
+	write := true
+	draining := ps.draining
+	for {
+		var r receipt
+		var ok bool
+		select {
+		case r, ok = <-ps.receipts:
+		case <-draining:
+			select {
+			case r, ok = <-ps.receipts:
+			default:
+				ss.closeWith(websocket.StatusGoingAway, "the node is shutting down")
+				draining = nil
+				continue
+			}
+		}
+		if !ok {
+			return
+		}
+		frame := r.frame
+		if r.pending != nil {
+			frame = ps.receipt(r)
+		}
+		if write && ss.write(frame) != nil {
+			write = false
+		}
+	}
+}
+
+// receipt waits for an append and builds its answer.
+func (ps *producerSession) receipt(r receipt) []byte {
+	res, err := r.pending.Wait()
+	ps.release(r.size)
+	if err != nil {
+		return errorAck(CloseUnknownError, err.Error(), r.context)
+	}
+	if !res.Duplicate {
+		ps.s.m.produced.Add(1)
+	}
+	b, _ := json.Marshal(producerAck{Result: "ok", MessageID: receiptID(&ps.slots[r.slot], res.BaseOffset), Context: r.context})
+	return b
+}
+
+// errorAck is a failed message's answer.
+func errorAck(code CloseCode, msg string, context *string) []byte {
+	b, _ := json.Marshal(producerAck{Result: sendError(code), ErrorMsg: msg, Context: context})
+	return b
+}
