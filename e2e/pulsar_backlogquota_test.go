@@ -38,6 +38,23 @@ func fillBacklog(t *testing.T, cl pulsar.Client, topic string, count int) {
 	p.Close()
 }
 
+// refusedProducer waits until creating a producer on topic fails and
+// returns the error.
+func refusedProducer(t *testing.T, cl pulsar.Client, topic string) error {
+	t.Helper()
+	var perr error
+	testcluster.WaitFor(t, 15*time.Second, "a new producer refused by the quota", func() bool {
+		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Second})
+		if err == nil {
+			p.Close()
+			return false
+		}
+		perr = err
+		return true
+	})
+	return perr
+}
+
 // TestPulsarBacklogQuotaProducerException sets a destination_storage quota
 // with producer_exception below a subscription's backlog: new Pulsar
 // producers are refused with ProducerBlockedQuotaExceededException and a
@@ -52,16 +69,7 @@ func TestPulsarBacklogQuotaProducerException(t *testing.T) {
 
 	must(t, a.Namespaces().SetBacklogQuota("public/default",
 		utils.NewBacklogQuota(20<<10, -1, utils.ProducerException), utils.DestinationStorage))
-	var perr error
-	testcluster.WaitFor(t, 15*time.Second, "a new producer refused by the quota", func() bool {
-		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Second})
-		if err == nil {
-			p.Close()
-			return false
-		}
-		perr = err
-		return true
-	})
+	perr := refusedProducer(t, cl, topic)
 	if !strings.Contains(perr.Error(), "ProducerBlockedQuotaExceededException") || !strings.Contains(perr.Error(), "destination_storage") {
 		t.Fatalf("producer refused with %q, want ProducerBlockedQuotaExceededException naming the quota", perr)
 	}
@@ -135,16 +143,7 @@ func TestPulsarBacklogQuotaMessageAgeHold(t *testing.T) {
 	fillBacklog(t, cl, topic, 5)
 	must(t, a.Namespaces().SetBacklogQuota("public/default",
 		utils.NewBacklogQuota(-1, 1, utils.ProducerRequestHold), utils.MessageAge))
-	var perr error
-	testcluster.WaitFor(t, 15*time.Second, "a new producer held by the quota", func() bool {
-		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Second})
-		if err == nil {
-			p.Close()
-			return false
-		}
-		perr = err
-		return true
-	})
+	perr := refusedProducer(t, cl, topic)
 	if !strings.Contains(perr.Error(), "ProducerBlockedQuotaExceededError") || !strings.Contains(perr.Error(), "message_age") {
 		t.Fatalf("producer refused with %q, want ProducerBlockedQuotaExceededError naming the quota", perr)
 	}

@@ -14,27 +14,39 @@ import (
 	"github.com/ternmq/tern/proxy"
 )
 
+// quota is the disk quota of the nodes quotaNode starts.
+const quota = 16 << 20
+
+// quotaNode starts a node with a 16 MiB disk quota (tweak adjusts the rest)
+// and a topic; it returns the topic's log and a batch of 64 1 KiB messages
+// to fill it with.
+func quotaNode(t *testing.T, tweak func(*configs.Node)) (*testcluster.Node, protocols.Partition, []byte) {
+	t.Helper()
+	n := testcluster.Start(t, testcluster.Spec{Tweak: func(cfg *configs.Node) {
+		cfg.Limits.DiskQuota = quota
+		if tweak != nil {
+			tweak(cfg)
+		}
+	}}).Node(0)
+	name, _ := protocols.ParseTopicName("filling", "public/default")
+	if _, err := n.Proxy().CreateTopic(context.Background(), name, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]string, 64)
+	for i := range vals {
+		vals[i] = strings.Repeat("x", 1024)
+	}
+	return n, protocols.Partition{Topic: name, Index: -1}, batchOf(t, vals...)
+}
+
 // TestDiskQuotaRefusesProduce fills a node with a 16 MiB disk quota: once
 // the store reaches it, produce is refused with ErrStorage and a message
 // naming the setting, and every write acknowledged before that is still
 // there to read.
 func TestDiskQuotaRefusesProduce(t *testing.T) {
-	const quota = 16 << 20
-	c := testcluster.Start(t, testcluster.Spec{Tweak: func(cfg *configs.Node) {
-		cfg.Limits.DiskQuota = quota
-	}})
-	n := c.Node(0)
+	n, p, batch := quotaNode(t, nil)
 	ctx := context.Background()
-	name, _ := protocols.ParseTopicName("filling", "public/default")
-	if _, err := n.Proxy().CreateTopic(ctx, name, 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := protocols.Partition{Topic: name, Index: -1}
-	vals := make([]string, 64)
-	for i := range vals {
-		vals[i] = strings.Repeat("x", 1024)
-	}
-	batch := batchOf(t, vals...)
+	vals := 64
 
 	// 1000 batches of 64 KiB would be 4x the quota; stop at the first refusal.
 	acked, deadline := int64(0), time.Now().Add(60*time.Second)
@@ -48,7 +60,7 @@ func TestDiskQuotaRefusesProduce(t *testing.T) {
 		if r.BaseOffset != acked {
 			t.Fatalf("batch %d at offset %d, want %d", i, r.BaseOffset, acked)
 		}
-		acked += int64(len(vals))
+		acked += int64(vals)
 	}
 	if refusal == nil {
 		t.Fatalf("%d messages (%d MiB) accepted under a %d MiB quota", acked, acked>>10, quota>>20)
@@ -91,23 +103,10 @@ func TestDiskQuotaRefusesProduce(t *testing.T) {
 // the topic's retention: once retention has removed the old entries and
 // their space is reclaimed, produce is accepted again.
 func TestDiskQuotaRetentionFreesSpace(t *testing.T) {
-	const quota = 16 << 20
-	c := testcluster.Start(t, testcluster.Spec{Tweak: func(cfg *configs.Node) {
-		cfg.Limits.DiskQuota = quota
+	n, p, batch := quotaNode(t, func(cfg *configs.Node) {
 		cfg.Retention.CheckInterval = configs.Duration(100 * time.Millisecond)
-	}})
-	n := c.Node(0)
+	})
 	ctx := context.Background()
-	name, _ := protocols.ParseTopicName("filling", "public/default")
-	if _, err := n.Proxy().CreateTopic(ctx, name, 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	p := protocols.Partition{Topic: name, Index: -1}
-	vals := make([]string, 64)
-	for i := range vals {
-		vals[i] = strings.Repeat("y", 1024)
-	}
-	batch := batchOf(t, vals...)
 	full := false
 	for i := 0; i < 1000 && !full; i++ {
 		_, err := n.Proxy().Produce(ctx, p, protocols.ProduceRequest{Batch: bytes.Clone(batch)})
@@ -119,7 +118,7 @@ func TestDiskQuotaRetentionFreesSpace(t *testing.T) {
 	if !full {
 		t.Fatal("the quota never refused a write")
 	}
-	if err := n.Proxy().AlterTopicConfig(ctx, name, map[string]string{proxy.ConfRetentionBytes: "1048576"}, nil); err != nil {
+	if err := n.Proxy().AlterTopicConfig(ctx, p.Topic, map[string]string{proxy.ConfRetentionBytes: "1048576"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testcluster.WaitFor(t, 60*time.Second, "produce accepted after retention freed space", func() bool {
