@@ -342,22 +342,7 @@ func (n *Node) apiDeleteTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !queryBool(r, "force") {
-		for _, p := range t.Logs() {
-			pid, err := n.pid(p)
-			if err != nil {
-				return err
-			}
-			if busy := n.attached(pid); busy != "" {
-				return &httpError{status: http.StatusPreconditionFailed,
-					msg: fmt.Sprintf("%s has %s attached: stop them, or delete with --force", t.Name, busy)}
-			}
-		}
-	}
-	if err := n.DeleteTopic(r.Context(), t.Name); err != nil {
-		return err
-	}
-	return noContent(w)
+	return n.deleteIdleTopic(w, r, t, "stop them, or delete with --force")
 }
 
 // apiEffectivePolicy answers which policy governs a topic (?topic=) or a namespace

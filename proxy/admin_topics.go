@@ -186,6 +186,13 @@ func readPartitionCount(r *http.Request) (int, error) {
 // adminDeleteTopic deletes a topic unless it has producers or consumers
 // attached and force is not set.
 func (n *Node) adminDeleteTopic(w http.ResponseWriter, r *http.Request, t protocols.TopicInfo) error {
+	return n.deleteIdleTopic(w, r, t, "close them or delete with force=true")
+}
+
+// deleteIdleTopic deletes a topic unless a log has producers or consumers
+// attached and the request has no force=true; the refusal ends with hint,
+// which says how to force it with the caller's tool.
+func (n *Node) deleteIdleTopic(w http.ResponseWriter, r *http.Request, t protocols.TopicInfo, hint string) error {
 	if !queryBool(r, "force") {
 		for _, p := range t.Logs() {
 			pid, err := n.pid(p)
@@ -194,7 +201,7 @@ func (n *Node) adminDeleteTopic(w http.ResponseWriter, r *http.Request, t protoc
 			}
 			if busy := n.attached(pid); busy != "" {
 				return &httpError{status: http.StatusPreconditionFailed,
-					msg: fmt.Sprintf("%s has %s attached; close them or delete with force=true", p.Name(), busy)}
+					msg: fmt.Sprintf("%s has %s attached: %s", p.Name(), busy, hint)}
 			}
 		}
 	}

@@ -304,6 +304,17 @@ func (cs *consumerSession) currentLocked(pc *partConsumer) bool {
 	return cs.mu.parts[pc.slot] == pc
 }
 
+// currentConsumer returns pc's consumer while pc is still the consumer of its
+// log, nil once it was replaced or closed.
+func (cs *consumerSession) currentConsumer(pc *partConsumer) protocols.Consumer {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.currentLocked(pc) {
+		return pc.cons
+	}
+	return nil
+}
+
 func (cs *consumerSession) signal() {
 	select {
 	case cs.wake <- struct{}{}:
@@ -634,12 +645,7 @@ func (cs *consumerSession) redeliver(ss *session, due []nackEntry) {
 			}
 		}
 		due = rest
-		cs.mu.Lock()
-		var cons protocols.Consumer
-		if cs.currentLocked(pc) {
-			cons = pc.cons
-		}
-		cs.mu.Unlock()
+		cons := cs.currentConsumer(pc)
 		if cons == nil {
 			continue
 		}

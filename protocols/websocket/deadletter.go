@@ -30,12 +30,7 @@ const (
 // it. If the write fails the message goes back for redelivery, as a
 // Pulsar client's does.
 func (cs *consumerSession) deadLetter(ss *session, it *item, pc *partConsumer) {
-	cs.mu.Lock()
-	var cons protocols.Consumer
-	if cs.currentLocked(pc) {
-		cons = pc.cons
-	}
-	cs.mu.Unlock()
+	cons := cs.currentConsumer(pc)
 	if cons == nil {
 		return
 	}
