@@ -184,7 +184,11 @@ func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int)
 		base := filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-r%d", strings.ReplaceAll(t.name, "/", "-"), w.Mode, round))
 		args = append(slices.Clone(args), "--cpuprofile", base+".cpu.pprof", "--memprofile", base+".allocs.pprof")
 	}
-	p, err := startPeer(ctx, cfg.Self, args, filepath.Join(dir, "data"))
+	self := cfg.Self
+	if t.self != "" {
+		self = t.self
+	}
+	p, err := startPeer(ctx, self, args, filepath.Join(dir, "data"))
 	if err != nil {
 		return nil, err
 	}

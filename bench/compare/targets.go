@@ -21,9 +21,13 @@ type target struct {
 	driver func(a peer.Addrs, linger time.Duration) (perf.Driver, error)
 	// note is said under the tables.
 	note string
+	// self, if set, is another tern-bench binary to run the server with
+	// (SYSTEM@BINARY), so two builds can be compared in one run.
+	self string
 }
 
-// Targets are the systems compare knows, by name.
+// Targets are the systems compare knows, by name. Any of them may be given
+// as NAME@BINARY to run its server with another tern-bench binary.
 var Targets = []string{"tern/kafka", "tern/pulsar", "tern-async/kafka", "kfake", "jetstream", "jetstream-fsync"}
 
 // DefaultTargets are those compared without --systems.
@@ -36,7 +40,22 @@ func kafka(a peer.Addrs, linger time.Duration) (perf.Driver, error) {
 	return kafkadriver.New(cfg)
 }
 
-func lookupTarget(name string) (target, error) {
+// lookupTarget resolves a system name; NAME@BINARY runs NAME's server
+// with another tern-bench binary (an older build, say).
+func lookupTarget(full string) (target, error) {
+	name, self, _ := strings.Cut(full, "@")
+	t, err := lookupKnown(name)
+	if err != nil {
+		return t, err
+	}
+	t.name, t.self = full, self
+	if self != "" {
+		t.note = fmt.Sprintf("%s: the server built into %s", full, self)
+	}
+	return t, nil
+}
+
+func lookupKnown(name string) (target, error) {
 	switch name {
 	case "tern/kafka":
 		return target{name: name, peerArgs: []string{peer.Tern, "--durability", "sync"}, driver: kafka,
