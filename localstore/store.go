@@ -68,6 +68,20 @@ func Open(cfg Config) (*Store, error) {
 			WriteStallBegin: func(pebble.WriteStallBeginInfo) { s.writeStalls.Add(1) },
 		},
 	}
+	if cfg.BlobMinSize > 0 {
+		// Log entries are written once and read back in order; keeping
+		// them out of the LSM's sstables (in blob files the sstables point
+		// into) spares flushes and compactions from rewriting them, which
+		// otherwise dominates the store's CPU and allocations.
+		policy := pebble.ValueSeparationPolicy{
+			Enabled:               true,
+			MinimumSize:           cfg.BlobMinSize,
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     5 * time.Minute,
+			TargetGarbageRatio:    0.2,
+		}
+		opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return policy }
+	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("localstore: open %s: %w", cfg.Dir, err)
