@@ -335,9 +335,21 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 		return nil, err
 	}
 	defer it.Close()
-	ok := it.SeekLT(logKey(kindEntry, pid, from+1))
+	// A consumer reading on reads at the next entry's base offset: a
+	// forward seek finds that entry without the backward seek, which makes
+	// the iterator change direction and copy the value it steps over. A
+	// read from inside an entry steps back to the entry holding it.
+	ok := it.SeekGE(logKey(kindEntry, pid, from))
+	if ok {
+		if _, base, _ := decodeLogKey(it.Key()); base > from {
+			ok = false
+		}
+	}
 	if !ok {
-		ok = it.First()
+		ok = it.SeekLT(logKey(kindEntry, pid, from+1))
+		if !ok {
+			ok = it.First()
+		}
 	}
 	var (
 		buf   []byte
@@ -363,6 +375,12 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 		if len(metas) > 0 && len(buf)+len(v) > maxBytes {
 			break
 		}
+		if buf == nil {
+			// Sized once from the first entry, so a read of many entries
+			// does not grow by copying itself over and over, while a
+			// tailing read of one small entry stays small.
+			buf = make([]byte, 0, max(len(v), min(maxBytes, readBufSize, 8*len(v))))
+		}
 		buf = append(buf, v...)
 		ends = append(ends, len(buf))
 		metas = append(metas, Entry{BaseOffset: base, Count: cnt})
@@ -380,6 +398,10 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 	}
 	return metas, nil
 }
+
+// readBufSize bounds the buffer a read allocates before it knows how much
+// it will read.
+const readBufSize = 4 << 20
 
 // entryCount is the number of offsets an encoded entry covers.
 func entryCount(v []byte) (int64, error) {
