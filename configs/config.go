@@ -36,6 +36,8 @@ type Node struct {
 	Kafka Kafka `yaml:"kafka"`
 	// Log configures the node's own logging.
 	Log Log `yaml:"log"`
+	// Replication tunes cross-region replication (replication.go).
+	Replication Replication `yaml:"replication"`
 }
 
 // Identity names a node and places it.
@@ -214,6 +216,8 @@ func builtin() Node {
 		Retention: Retention{MaxAge: Duration(7 * 24 * time.Hour), MaxBytes: -1, CheckInterval: Duration(time.Minute)},
 		Kafka:     Kafka{Namespace: "public/default", AutoCreateTopics: true, DefaultPartitions: 1},
 		Log:       Log{Level: "info", Format: "text"},
+
+		Replication: defaultReplication(),
 	}
 }
 
@@ -347,6 +351,8 @@ func (n Node) Validate() error {
 	default:
 		bad("log.format", "%q: want text or json", n.Log.Format)
 	}
+	errs = append(errs, n.Replication.validate()...)
+	errs = append(errs, validateMeshSecret(n.Mesh)...)
 	return errors.Join(errs...)
 }
 

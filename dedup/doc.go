@@ -20,4 +20,20 @@
 // day, as Kafka's producer.id.expiration.ms) is forgotten: a later append to
 // the partition lists it in its Decision so the node deletes its state in
 // that append's write.
+//
+// Layer 1, Pulsar producer names (pulsar.go): per (producer name,
+// partition) the highest sequence id stored and the offsets of the entry
+// that carried it. Its kind byte is PulsarKind ('p'); the producer part of
+// the key is the name's bytes and the value is PulsarState's encoding.
+//
+// Layer 3, replication (repl.go): per (origin region, partition) the
+// origin partition's incarnation and the origin offset just past the
+// highest entry applied, kept under localstore.ReplHWMKey. Entries of one
+// origin reach a region in origin order along every path (each sender
+// reads its log in order and each log holds an origin's entries in origin
+// order), so one high-water mark per origin is exact: an entry below it is
+// a copy that arrived by another path or was resent after a reconnect or a
+// restart, and is skipped without a write. The state is bounded by the
+// number of origins, not by time or by message ids. Replicated entries skip
+// layers 1 and 2: their producer state belongs to the origin region.
 package dedup

@@ -101,35 +101,45 @@ func (s *Store) CreateTopic(name string, partitions int, config map[string]strin
 		return nil, fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
 	t := &TopicMeta{Name: name, Partitions: partitions, Config: maps.Clone(config), CreatedMs: s.cfg.Now().UnixMilli()}
-	n := max(partitions, 1)
+	if err := s.writePartitionsLocked(t, 0, max(partitions, 1), next); err != nil {
+		return nil, err
+	}
+	return t.clone(), nil
+}
+
+// writePartitionsLocked gives t the logs for partition indexes [from, to),
+// with ids from next on, and stores them with the topic record and the id
+// counter in one batch; then it publishes them. s.adminMu is held.
+func (s *Store) writePartitionsLocked(t *TopicMeta, from, to int, next PartitionID) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	heads := make([]head, n)
-	for i := 0; i < n; i++ {
+	var added []PartitionID
+	for i := from; i < to; i++ {
 		pid := next
 		next++
+		added = append(added, pid)
 		t.PIDs = append(t.PIDs, pid)
-		rec, _ := json.Marshal(partitionRecord{Topic: name, Index: i})
+		rec, _ := json.Marshal(partitionRecord{Topic: t.Name, Index: i})
 		_ = b.Set(partitionKey(pid), rec, nil)
-		_ = b.Set(headKey(pid), heads[i].encode(), nil)
+		_ = b.Set(headKey(pid), (&head{}).encode(), nil)
 	}
 	rec, err := json.Marshal(t)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	_ = b.Set(topicKey(name), rec, nil)
+	_ = b.Set(topicKey(t.Name), rec, nil)
 	_ = b.Set(MetaKey(metaNextPID), binary.BigEndian.AppendUint32(nil, uint32(next)), nil)
 	if err := s.commit(b, true); err != nil {
-		return nil, err
+		return err
 	}
 	s.mu.Lock()
-	s.mu.topics[name] = t
+	s.mu.topics[t.Name] = t
 	s.mu.nextPID = next
-	for i, pid := range t.PIDs {
-		s.mu.partitions[pid] = newPartition(s, pid, heads[i])
+	for _, pid := range added {
+		s.mu.partitions[pid] = newPartition(s, pid, head{})
 	}
 	s.mu.Unlock()
-	return t.clone(), nil
+	return nil
 }
 
 // maxPartitions bounds a topic's partition count.
@@ -156,32 +166,10 @@ func (s *Store) AddPartitions(name string, n int) (*TopicMeta, error) {
 		return nil, fmt.Errorf("%w: %s has %d partitions; the new count %d must be larger (at most %d)", ErrBadPartitions, name, cur.Partitions, n, maxPartitions)
 	}
 	t := cur.clone()
-	b := s.db.NewBatch()
-	defer b.Close()
-	var added []PartitionID
-	for i := cur.Partitions; i < n; i++ {
-		pid := next
-		next++
-		added = append(added, pid)
-		t.PIDs = append(t.PIDs, pid)
-		rec, _ := json.Marshal(partitionRecord{Topic: name, Index: i})
-		_ = b.Set(partitionKey(pid), rec, nil)
-		_ = b.Set(headKey(pid), (&head{}).encode(), nil)
-	}
 	t.Partitions = n
-	rec, _ := json.Marshal(t)
-	_ = b.Set(topicKey(name), rec, nil)
-	_ = b.Set(MetaKey(metaNextPID), binary.BigEndian.AppendUint32(nil, uint32(next)), nil)
-	if err := s.commit(b, true); err != nil {
+	if err := s.writePartitionsLocked(t, cur.Partitions, n, next); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.mu.topics[name] = t
-	s.mu.nextPID = next
-	for _, pid := range added {
-		s.mu.partitions[pid] = newPartition(s, pid, head{})
-	}
-	s.mu.Unlock()
 	return t.clone(), nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -222,20 +223,22 @@ type BatchSpec struct {
 // AppendBatch encodes msgs as one RecordBatch v2 with base offset 0 and
 // appends it to dst. Record offsets are their index; timestamps are stored as
 // deltas from the first message's. c compresses when spec.Codec is set.
+//
+// The records are written straight into dst behind a header that is filled
+// in last, so an uncompressed batch is built with one copy of each value.
 func AppendBatch(dst []byte, spec BatchSpec, msgs []Message, c *Compressor) ([]byte, error) {
 	if len(msgs) == 0 {
 		return dst, fmt.Errorf("%w: a batch needs at least one message", ErrCorruptBatch)
 	}
 	base := msgs[0].Timestamp
 	maxTs := base
-	var records []byte
-	var rec kmsg.Record
+	size := BatchHeaderSize
+	recs := make([]kmsg.Record, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		if m.Timestamp > maxTs {
-			maxTs = m.Timestamp
-		}
-		rec = kmsg.Record{
+		maxTs = max(maxTs, m.Timestamp)
+		rec := &recs[i]
+		*rec = kmsg.Record{
 			TimestampDelta64: m.Timestamp - base,
 			OffsetDelta:      int32(i),
 			Key:              m.Key,
@@ -247,39 +250,41 @@ func AppendBatch(dst []byte, spec BatchSpec, msgs []Message, c *Compressor) ([]b
 				rec.Headers[j] = kmsg.Header{Key: h.Key, Value: h.Value}
 			}
 		}
-		rec.Length = int32(recordBodyLen(&rec))
-		records = rec.AppendTo(records)
+		rec.Length = int32(recordBodyLen(rec))
+		size += varintLen(int64(rec.Length)) + int(rec.Length)
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, size)
+	dst = append(dst, make([]byte, BatchHeaderSize)...)
+	for i := range recs {
+		dst = recs[i].AppendTo(dst)
 	}
 	attrs := int16(spec.Codec) & AttrCodecMask
 	if spec.Codec != CodecNone {
-		var err error
-		records, err = c.Compress(spec.Codec, records)
+		compressed, err := c.Compress(spec.Codec, dst[start+BatchHeaderSize:])
 		if err != nil {
-			return dst, err
+			return dst[:start], err
 		}
+		dst = append(dst[:start+BatchHeaderSize], compressed...)
 	}
 	if spec.Transactional {
 		attrs |= AttrTransactional
 	}
-	rb := kmsg.RecordBatch{
-		FirstOffset:          0,
-		Length:               int32(BatchHeaderSize - 12 + len(records)),
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           attrs,
-		LastOffsetDelta:      int32(len(msgs) - 1),
-		FirstTimestamp:       base,
-		MaxTimestamp:         maxTs,
-		ProducerID:           spec.ProducerID,
-		ProducerEpoch:        spec.ProducerEpoch,
-		FirstSequence:        spec.BaseSequence,
-		NumRecords:           int32(len(msgs)),
-		Records:              records,
-	}
-	start := len(dst)
-	dst = rb.AppendTo(dst)
-	crc := crc32.Checksum(dst[start+batchAttributesAt:], castagnoli)
-	binary.BigEndian.PutUint32(dst[start+batchCRCAt:], crc)
+	h := dst[start:]
+	be := binary.BigEndian
+	be.PutUint64(h, 0)
+	be.PutUint32(h[batchLengthAt:], uint32(len(h)-12))
+	be.PutUint32(h[batchEpochAt:], uint32(0xffffffff)) // leader epoch -1
+	h[batchMagicAt] = 2
+	be.PutUint16(h[batchAttributesAt:], uint16(attrs))
+	be.PutUint32(h[batchLastDeltaAt:], uint32(len(msgs)-1))
+	be.PutUint64(h[batchBaseTimeAt:], uint64(base))
+	be.PutUint64(h[batchMaxTimeAt:], uint64(maxTs))
+	be.PutUint64(h[batchProducerIDAt:], uint64(spec.ProducerID))
+	be.PutUint16(h[batchProducerEpAt:], uint16(spec.ProducerEpoch))
+	be.PutUint32(h[batchBaseSeqAt:], uint32(spec.BaseSequence))
+	be.PutUint32(h[batchRecordCountAt:], uint32(len(msgs)))
+	be.PutUint32(h[batchCRCAt:], crc32.Checksum(h[batchAttributesAt:], castagnoli))
 	return dst, nil
 }
 

@@ -24,6 +24,7 @@ func (n *Node) routes() {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	n.meshRoutes()
+	n.replicationRoutes()
 	n.mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{ErrorLog: nil}))
 }
 

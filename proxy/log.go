@@ -91,6 +91,15 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 // lock; finish is called with the append's outcome, so layers keeping
 // memory state commit it only once the write is applied.
 func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *protocols.BatchHeader, env *protocols.Envelope, lim *topicLimits) (check func(int64) ([]localstore.Op, *localstore.AppendResult, error), finish func(error), err error) {
+	if env.OriginRegion != "" {
+		// A replicated entry: layer 3 only. Its producer's sequence state
+		// (layers 1 and 2) belongs to the origin region.
+		check, finish := n.replicationGuard(pid, h, env)
+		return check, finish, nil
+	}
+	if check, finish := n.pulsarGuard(pid, h, env, lim); check != nil {
+		return check, finish, nil
+	}
 	return n.kafkaGuard(pid, h)
 }
 

@@ -40,7 +40,7 @@ func (n *Node) startMesh() error {
 		cfg.Timings = regions.WANTimings()
 	}
 	cfg.Advertise = regions.Advertise{
-		QUIC:    n.advertiseAddr(n.cfg.Mesh.MeshAddr),
+		QUIC:    n.advertiseAddr(n.meshQUICAddr()),
 		Kafka:   n.local.KafkaAddr,
 		Pulsar:  n.local.PulsarAddr,
 		HTTP:    n.local.HTTPAddr,

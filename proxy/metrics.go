@@ -13,6 +13,7 @@ func (n *Node) newRegistry() *prometheus.Registry {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{n: n},
+		&replicationCollector{n: n},
 		kafkaCollector{n: n},
 	)
 	return r

@@ -35,6 +35,21 @@ type Policies struct {
 	Deduplication *bool `json:"deduplicationEnabled,omitempty"`
 	// Durability is "sync" or "async"; empty inherits the node default.
 	Durability string `json:"durability,omitempty"`
+	// BacklogQuotas are Pulsar's backlog quotas by type
+	// ("destination_storage", "message_age"). They are stored and reported;
+	// the node does not enforce them yet.
+	BacklogQuotas map[string]BacklogQuota `json:"backlog_quota_map,omitempty"`
+}
+
+// BacklogQuota is Pulsar's backlog quota shape.
+type BacklogQuota struct {
+	// LimitSize is the backlog size limit in bytes (-1: none).
+	LimitSize int64 `json:"limitSize"`
+	// LimitTime is the backlog age limit in seconds (-1: none).
+	LimitTime int64 `json:"limitTime"`
+	// Policy is producer_request_hold, producer_exception or
+	// consumer_backlog_eviction.
+	Policy string `json:"policy"`
 }
 
 // RetentionPolicy is Pulsar's retention shape.
@@ -219,6 +234,16 @@ func (p *Policies) validate() error {
 	}
 	if r := p.Retention; r != nil && (r.RetentionTimeInMinutes < -1 || r.RetentionSizeInMB < -1) {
 		return fmt.Errorf("%w: retention %+v: use -1 for unbounded or a positive value", protocols.ErrInvalidConfig, *r)
+	}
+	for typ, q := range p.BacklogQuotas {
+		if typ != "destination_storage" && typ != "message_age" {
+			return fmt.Errorf("%w: backlog quota type %q: want destination_storage or message_age", protocols.ErrInvalidConfig, typ)
+		}
+		switch q.Policy {
+		case "producer_request_hold", "producer_exception", "consumer_backlog_eviction":
+		default:
+			return fmt.Errorf("%w: backlog quota policy %q: want producer_request_hold, producer_exception or consumer_backlog_eviction", protocols.ErrInvalidConfig, q.Policy)
+		}
 	}
 	if p.MessageTTLSeconds != nil && *p.MessageTTLSeconds < 0 {
 		return fmt.Errorf("%w: message TTL %d: want 0 or more seconds", protocols.ErrInvalidConfig, *p.MessageTTLSeconds)

@@ -20,6 +20,7 @@ import (
 	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
 	"github.com/ternmq/tern/regions"
+	"github.com/ternmq/tern/replicator"
 )
 
 // Options are what a Node takes besides its configuration.
@@ -33,6 +34,13 @@ type Options struct {
 	// MeshTimings overrides the gossip failure-detection timings (tests
 	// use fast ones); nil uses the configured profile.
 	MeshTimings *regions.Timings
+	// MeshConn, if set, makes the replication socket instead of a plain
+	// UDP listener on mesh.mesh_addr (tests pass a
+	// replicator.SeverableConn to cut links).
+	MeshConn func(addr string) (net.PacketConn, error)
+	// ReplicationTweak, if set, adjusts the replication transport and
+	// engine configuration derived from the node's (tests shorten timings).
+	ReplicationTweak func(*replicator.Config, *replicator.EngineConfig)
 }
 
 // ProtocolServer is a front end the node runs on one listener.
@@ -73,6 +81,7 @@ type Node struct {
 	}
 
 	mesh      *regions.Mesh
+	repl      *replication
 	mux       *http.ServeMux
 	httpSrv   *http.Server
 	httpLn    net.Listener
@@ -107,6 +116,7 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 		stop: make(chan struct{}),
 	}
 	n.cache.limits = map[string]*topicLimits{}
+	n.repl = newReplication()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -181,9 +191,20 @@ func (n *Node) Start() error {
 		}
 	}
 	n.local = n.describeLocal()
+	if err := n.startReplicationTransport(); err != nil {
+		n.closeListeners()
+		return fmt.Errorf("replication: %w", err)
+	}
 	if err := n.startMesh(); err != nil {
 		n.closeListeners()
+		_ = n.stopReplication()
 		return fmt.Errorf("mesh: %w", err)
+	}
+	if err := n.startReplication(); err != nil {
+		n.closeListeners()
+		_ = n.stopReplication()
+		_ = n.mesh.Close()
+		return fmt.Errorf("replication: %w", err)
 	}
 	n.httpSrv = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
 	n.wg.Add(1)
@@ -214,6 +235,7 @@ func (n *Node) Start() error {
 // frontendsFromConfig creates the protocol servers the configuration asks
 // for. Each front end adds itself here.
 func (n *Node) frontendsFromConfig() {
+	n.startMessaging()
 	n.addFrontend("kafka", n.cfg.Listeners.Kafka, n.kafkaServer())
 }
 
@@ -266,6 +288,9 @@ func (n *Node) Close(ctx context.Context) error {
 			}()
 		}
 		fwg.Wait()
+		if err := n.stopReplication(); err != nil {
+			errs = append(errs, fmt.Errorf("replication: %w", err))
+		}
 		if n.mesh != nil {
 			if err := n.mesh.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("mesh: %w", err))

@@ -22,24 +22,7 @@ const (
 // fastTimings makes failure detection take a few seconds on loopback:
 // fast enough for tests, slow enough that a machine loaded with other
 // work (and -race) does not make healthy nodes look dead.
-func fastTimings() Timings {
-	return Timings{
-		ProbeInterval:           400 * time.Millisecond,
-		ProbeTimeout:            200 * time.Millisecond,
-		SuspicionMult:           3,
-		SuspicionMaxTimeoutMult: 3,
-		GossipInterval:          100 * time.Millisecond,
-		GossipNodes:             3,
-		GossipToTheDead:         4 * time.Second,
-		PushPullInterval:        2 * time.Second,
-		TCPTimeout:              5 * time.Second,
-		ReapInterval:            200 * time.Millisecond,
-		ReconnectInterval:       500 * time.Millisecond,
-		ReconnectTimeout:        time.Hour,
-		TombstoneTimeout:        time.Hour,
-		LeavePropagateDelay:     50 * time.Millisecond,
-	}
-}
+func fastTimings() Timings { return LoopbackTimings() }
 
 // logBuf collects one node's log output for assertions.
 type logBuf struct {

@@ -178,6 +178,28 @@ func WANTimings() Timings {
 	return timingsFrom(memberlist.DefaultWANConfig())
 }
 
+// LoopbackTimings suit nodes on one machine (tests, demos): a failure is
+// detected in about two seconds and a leave propagates at once. Over real
+// networks they would flap.
+func LoopbackTimings() Timings {
+	return Timings{
+		ProbeInterval:           400 * time.Millisecond,
+		ProbeTimeout:            200 * time.Millisecond,
+		SuspicionMult:           3,
+		SuspicionMaxTimeoutMult: 3,
+		GossipInterval:          100 * time.Millisecond,
+		GossipNodes:             3,
+		GossipToTheDead:         4 * time.Second,
+		PushPullInterval:        2 * time.Second,
+		TCPTimeout:              5 * time.Second,
+		ReapInterval:            200 * time.Millisecond,
+		ReconnectInterval:       500 * time.Millisecond,
+		ReconnectTimeout:        time.Hour,
+		TombstoneTimeout:        time.Hour,
+		LeavePropagateDelay:     50 * time.Millisecond,
+	}
+}
+
 // LANTimings is memberlist's LAN profile, for meshes whose nodes share a
 // network (development meshes, one region).
 func LANTimings() Timings {

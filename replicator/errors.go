@@ -35,6 +35,16 @@ var (
 	ErrPeerMismatch = errors.New("replicator: peer at address is a different node")
 	// ErrInvalidOpen marks an OpenRequest that fails validation.
 	ErrInvalidOpen = errors.New("replicator: invalid open request")
+
+	// ErrInvalidPolicy marks a policy write or record that fails validation; the wrapped errors
+	// name every field to change.
+	ErrInvalidPolicy = errors.New("replicator: invalid replication policy")
+	// ErrNotStarted is returned by engine calls that need the engine running (policy writes)
+	// before Start or after Close.
+	ErrNotStarted = errors.New("replicator: replication engine not running")
+	// ErrTransportOff is the state of streams on a node that runs the engine without a transport
+	// (no mesh TLS configured): policies work, nothing is sent.
+	ErrTransportOff = errors.New("replicator: replication transport is off: set mesh.secret (dev mode) or mesh.tls")
 )
 
 // ErrorCode is the code carried by an ERROR frame, and the QUIC application error code used

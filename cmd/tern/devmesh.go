@@ -63,7 +63,7 @@ cleanly. Point clients and 'tern status --url' at the printed addresses.`,
 	c.Flags().StringSliceVar(&f.regions, "regions", []string{"us", "eu", "edge"}, "regions, one node each, comma separated")
 	c.Flags().StringVar(&f.dataDir, "data-dir", filepath.Join("data", "dev-mesh"), "directory for the nodes' data (one subdirectory each)")
 	c.Flags().IntVar(&f.basePort, "base-port", 0, "first port to use, 10 per node (0: free ports)")
-	c.Flags().StringVar(&f.secret, "mesh-secret", "tern-dev", "shared secret the nodes derive replication certificates from")
+	c.Flags().StringVar(&f.secret, "mesh-secret", "tern-dev-mesh-secret", "shared secret the nodes derive replication certificates from")
 	c.Flags().StringVar(&f.logLevel, "log-level", "warn", "log level of the nodes: debug, info, warn or error")
 	return c
 }

@@ -8,12 +8,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/ternmq/tern/regions"
+	"github.com/ternmq/tern/replicator"
 )
 
 // statusReport is what `tern status --json` prints; sections are added as
 // the node grows (replication links join the mesh view).
 type statusReport struct {
-	Mesh regions.Snapshot `json:"mesh"`
+	Mesh        regions.Snapshot   `json:"mesh"`
+	Replication *replicator.Status `json:"replication,omitempty"`
 }
 
 func newStatusCmd() *cobra.Command {
@@ -27,10 +29,16 @@ func newStatusCmd() *cobra.Command {
 			if err := api.call(cmd.Context(), "GET", "/api/v1/mesh", nil, &rep.Mesh); err != nil {
 				return err
 			}
+			if err := fetchReplication(cmd.Context(), &api, &rep); err != nil {
+				return err
+			}
 			if api.asJSON {
 				return printJSON(cmd.OutOrStdout(), rep)
 			}
 			printMesh(cmd.OutOrStdout(), rep.Mesh)
+			if rep.Replication != nil {
+				printReplication(cmd.OutOrStdout(), *rep.Replication)
+			}
 			return nil
 		},
 	}

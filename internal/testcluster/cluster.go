@@ -2,18 +2,22 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ternmq/tern/configs"
 	"github.com/ternmq/tern/proxy"
 	"github.com/ternmq/tern/regions"
+	"github.com/ternmq/tern/replicator"
 )
 
 // Cluster is a set of in-process nodes.
@@ -21,6 +25,7 @@ type Cluster struct {
 	t     testing.TB
 	mu    sync.Mutex
 	nodes []*Node
+	cuts  map[[2]string]bool // replication links cut by Partition
 }
 
 // Node is one in-process node of a Cluster.
@@ -31,8 +36,10 @@ type Node struct {
 	// Config is the node's configuration, with concrete loopback ports.
 	Config configs.Node
 
-	mu   sync.Mutex
-	node *proxy.Node
+	mu      sync.Mutex
+	node    *proxy.Node
+	meshUDP *replicator.SeverableConn // the running node's replication socket
+	plain   bool                      // Spec.PlainMeshSocket
 }
 
 // Spec describes a node to start.
@@ -42,6 +49,9 @@ type Spec struct {
 	Rack   string
 	// Tweak adjusts the configuration before the node starts.
 	Tweak func(*configs.Node)
+	// PlainMeshSocket gives the node a plain UDP socket for replication,
+	// with quic-go's batched I/O, for benchmarks; Partition cannot cut it.
+	PlainMeshSocket bool
 }
 
 // Start starts one node per spec (one node of region "local" when none is
@@ -52,6 +62,9 @@ func Start(t testing.TB, specs ...Spec) *Cluster {
 		specs = []Spec{{}}
 	}
 	c := &Cluster{t: t}
+	// The first TempDir registers its removal; it must run after c.Close
+	// (cleanups run last-registered first), or it races the nodes' writes.
+	_ = t.TempDir()
 	t.Cleanup(c.Close)
 	for i, s := range specs {
 		if s.Name == "" {
@@ -68,25 +81,40 @@ func Start(t testing.TB, specs ...Spec) *Cluster {
 // Add starts one more node.
 func (c *Cluster) Add(s Spec) *Node {
 	c.t.Helper()
-	cfg := configs.DefaultConfig()
-	cfg.Node = configs.Identity{Name: s.Name, Region: s.Region, Rack: s.Rack}
-	cfg.DataDir = filepath.Join(c.t.TempDir(), s.Name)
-	cfg.Listeners.Kafka = freeTCP(c.t)
-	cfg.Listeners.Pulsar = freeTCP(c.t)
-	cfg.Listeners.HTTP = freeTCP(c.t)
-	cfg.Listeners.AdvertisedHost = "127.0.0.1"
-	cfg.Mesh.GossipAddr = freeTCP(c.t)
-	cfg.Mesh.MeshAddr = freeUDP(c.t)
-	cfg.Log.Level = "warn"
-	// Every node joins the mesh through the cluster's first node.
-	if first := c.Nodes(); len(first) > 0 {
-		cfg.Mesh.Join = []string{first[0].Config.Mesh.GossipAddr}
+	dataDir := filepath.Join(c.t.TempDir(), s.Name)
+	var n *Node
+	// Ports are reserved by binding and releasing them, so another socket of the process can
+	// take one before the node binds it; a node that finds its port taken gets new ones.
+	for attempt := 1; ; attempt++ {
+		cfg := configs.DefaultConfig()
+		cfg.Node = configs.Identity{Name: s.Name, Region: s.Region, Rack: s.Rack}
+		cfg.DataDir = dataDir
+		cfg.Listeners.Kafka = freeTCP(c.t)
+		cfg.Listeners.Pulsar = freeTCP(c.t)
+		cfg.Listeners.HTTP = freeTCP(c.t)
+		cfg.Listeners.AdvertisedHost = "127.0.0.1"
+		cfg.Mesh.GossipAddr = freeTCP(c.t)
+		cfg.Mesh.MeshAddr = freeUDP(c.t)
+		cfg.Log.Level = "warn"
+		replicationDefaults(&cfg)
+		// Every node joins the mesh through the cluster's first node.
+		if first := c.Nodes(); len(first) > 0 {
+			cfg.Mesh.Join = []string{first[0].Config.Mesh.GossipAddr}
+		}
+		if s.Tweak != nil {
+			s.Tweak(&cfg)
+		}
+		n = &Node{c: c, Name: s.Name, Region: s.Region, Config: cfg, plain: s.PlainMeshSocket}
+		err := n.tryStart()
+		if err == nil {
+			break
+		}
+		// Some listeners (serf's) report the bind error as text only.
+		inUse := errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+		if !inUse || attempt == 5 {
+			c.t.Fatalf("node %s: %v", s.Name, err)
+		}
 	}
-	if s.Tweak != nil {
-		s.Tweak(&cfg)
-	}
-	n := &Node{c: c, Name: s.Name, Region: s.Region, Config: cfg}
-	n.start()
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()
@@ -119,18 +147,27 @@ func logger() *slog.Logger {
 
 func (n *Node) start() {
 	n.c.t.Helper()
-	timings := FastTimings()
-	node, err := proxy.New(n.Config, proxy.Options{Logger: logger().With("node", n.Name), Version: "test", MeshTimings: &timings})
-	if err != nil {
+	if err := n.tryStart(); err != nil {
 		n.c.t.Fatalf("node %s: %v", n.Name, err)
+	}
+}
+
+func (n *Node) tryStart() error {
+	timings := FastTimings()
+	opts := proxy.Options{Logger: logger().With("node", n.Name), Version: "test", MeshTimings: &timings}
+	n.replicationOptions(&opts)
+	node, err := proxy.New(n.Config, opts)
+	if err != nil {
+		return err
 	}
 	if err := node.Start(); err != nil {
 		_ = node.Close(context.Background())
-		n.c.t.Fatalf("node %s: %v", n.Name, err)
+		return err
 	}
 	n.mu.Lock()
 	n.node = node
 	n.mu.Unlock()
+	return nil
 }
 
 // Proxy is the running node (nil while stopped).
@@ -176,26 +213,8 @@ func (n *Node) Restart() {
 	n.start()
 }
 
-// FastTimings are gossip timings for loopback tests: failures are detected
-// in about two seconds and a leave propagates at once.
-func FastTimings() regions.Timings {
-	return regions.Timings{
-		ProbeInterval:           400 * time.Millisecond,
-		ProbeTimeout:            200 * time.Millisecond,
-		SuspicionMult:           3,
-		SuspicionMaxTimeoutMult: 3,
-		GossipInterval:          100 * time.Millisecond,
-		GossipNodes:             3,
-		GossipToTheDead:         4 * time.Second,
-		PushPullInterval:        2 * time.Second,
-		TCPTimeout:              5 * time.Second,
-		ReapInterval:            200 * time.Millisecond,
-		ReconnectInterval:       500 * time.Millisecond,
-		ReconnectTimeout:        time.Hour,
-		TombstoneTimeout:        time.Hour,
-		LeavePropagateDelay:     50 * time.Millisecond,
-	}
-}
+// FastTimings are gossip timings for loopback tests (regions.LoopbackTimings).
+func FastTimings() regions.Timings { return regions.LoopbackTimings() }
 
 // WaitMesh waits until every running node sees every other running node
 // alive.
