@@ -26,6 +26,8 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var cpuProfile, memProfile string
 	fs.StringVar(&cfg.Dir, "dir", "", "data directory")
 	fs.StringVar(&cfg.Durability, "durability", "", "tern: sync (default) or async")
+	fs.Int64Var(&cfg.MemtableSize, "memtable-size", 0, "tern: pebble memtable size in bytes (0: tern's default)")
+	fs.Int64Var(&cfg.CacheSize, "cache-size", 0, "tern: pebble block cache size in bytes (0: tern's default)")
 	fs.BoolVar(&cfg.Fsync, "fsync", false, "jetstream: fsync every write (sync_interval: always)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&memProfile, "memprofile", "", "write an allocation profile to this file before stopping")

@@ -38,6 +38,9 @@ type Config struct {
 	// by default it acknowledges before fsyncing and syncs every two
 	// minutes, NATS's default.
 	Fsync bool
+	// MemtableSize and CacheSize override tern's storage sizes in bytes
+	// (0: tern's defaults).
+	MemtableSize, CacheSize int64
 	// Logger receives the system's warnings. Default: discard.
 	Logger *slog.Logger
 }
@@ -104,6 +107,12 @@ func startTern(cfg Config) (*Running, error) {
 	c.DataDir = filepath.Join(cfg.Dir, "tern")
 	if cfg.Durability != "" {
 		c.Storage.Durability = cfg.Durability
+	}
+	if cfg.MemtableSize > 0 {
+		c.Storage.MemtableSize = configs.Bytes(cfg.MemtableSize)
+	}
+	if cfg.CacheSize > 0 {
+		c.Storage.CacheSize = configs.Bytes(cfg.CacheSize)
 	}
 	var err error
 	ports := make([]string, 5)
