@@ -102,7 +102,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		}[m]
 		fmt.Fprintf(w, "\n%s\n", what)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "system\tmsgs/s\trange\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tRSS peak MiB\tCPU us/msg\tload\t%s / this\tper round\t\n", base)
+		fmt.Fprintf(tw, "system\tmsgs/s\trange\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tRSS peak MiB\tCPU us/msg\tclient CPU\tload\t%s / this\tper round\t\n", base)
 		baseRuns := runsOf(rep.Runs, base, m)
 		for _, s := range rep.Systems {
 			rs := runsOf(rep.Runs, s, m)
@@ -137,7 +137,8 @@ func (rep *Report) WriteTables(w io.Writer) error {
 				return r.Server.CPUPerMsg
 			})
 			load := collect(rs, func(r *perf.Result) float64 { return (r.LoadStart[0] + r.LoadEnd[0]) / 2 })
-			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t", slices.Max(rss), median(cpu), median(load))
+			ccpu := collect(rs, func(r *perf.Result) float64 { return r.ClientCPUPerMsg })
+			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%.1f\t", slices.Max(rss), median(cpu), median(ccpu), median(load))
 			if s == base || len(baseRuns) == 0 {
 				fmt.Fprint(tw, "-\t-\t\n")
 				continue
@@ -160,7 +161,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintln(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window; load: mean 1-minute load average of the runs")
+	fmt.Fprintln(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs")
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "- "+n)
 	}

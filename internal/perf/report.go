@@ -39,6 +39,12 @@ type Result struct {
 	// Server is what the run cost the server process, when probed.
 	Server *ServerFigures `json:"server,omitempty"`
 
+	// ClientCPUPerMsg is the CPU time this process (the load generator and
+	// the client library) used in the measured window per message, in
+	// microseconds: on a machine whose cores the clients share with the
+	// server, a heavier client leaves the server less.
+	ClientCPUPerMsg float64 `json:"client_cpu_us_per_msg"`
+
 	Errors int64 `json:"errors"`
 }
 
@@ -164,15 +170,20 @@ func (res *Result) finishServer() {
 	if res.Server == nil {
 		return
 	}
+	if n := res.messages(); n > 0 {
+		res.Server.CPUPerMsg = res.Server.CPUSeconds * 1e6 / float64(n)
+	}
+}
+
+// messages is the messages of the window, published plus consumed.
+func (res *Result) messages() int64 {
 	var n int64
 	for _, f := range []*Figures{res.Publish, res.Consume} {
 		if f != nil {
 			n += f.Messages
 		}
 	}
-	if n > 0 {
-		res.Server.CPUPerMsg = res.Server.CPUSeconds * 1e6 / float64(n)
-	}
+	return n
 }
 
 // WriteJSON writes the result as indented JSON.
@@ -219,6 +230,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "server: RSS peak %.1f MiB, CPU %.2f s in the window (%.1f us/msg)\n",
 			float64(s.RSSPeak)/(1<<20), s.CPUSeconds, s.CPUPerMsg)
 	}
+	fmt.Fprintf(w, "client: CPU %.1f us/msg\n", res.ClientCPUPerMsg)
 	if res.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d\n", res.Errors)
 	}

@@ -50,6 +50,9 @@ func Run(ctx context.Context, cfg Config, d Driver) (*Result, error) {
 	}
 	r.res.Errors = r.errors.Load()
 	r.res.finishServer()
+	if n := r.res.messages(); n > 0 {
+		r.res.ClientCPUPerMsg = r.clientCPU * 1e6 / float64(n)
+	}
 	if err != nil {
 		return r.res, err
 	}
@@ -73,6 +76,7 @@ type run struct {
 	firstErr atomic.Pointer[error]
 
 	windowStart, windowEnd time.Time
+	clientCPU              float64 // seconds of this process's CPU in the window
 	probe                  struct {
 		mu       sync.Mutex
 		rssPeak  int64
@@ -243,6 +247,7 @@ func (r *run) window(ctx context.Context, early <-chan struct{}) error {
 		}
 	}
 	r.windowStart = time.Now()
+	r.clientCPU = selfCPU()
 	r.sampleServer(ctx, true)
 	r.pub.measuring.Store(true)
 	r.con.measuring.Store(true)
@@ -259,6 +264,7 @@ func (r *run) window(ctx context.Context, early <-chan struct{}) error {
 	r.pub.measuring.Store(false)
 	r.con.measuring.Store(false)
 	r.windowEnd = time.Now()
+	r.clientCPU = selfCPU() - r.clientCPU
 	r.phase.Store("drain")
 	r.sampleServer(ctx, false)
 	return err
