@@ -104,9 +104,7 @@ type Storage struct {
 	// AsyncSyncInterval is the fsync interval under async durability.
 	// Default 100ms.
 	AsyncSyncInterval Duration `yaml:"async_sync_interval"`
-	// MemtableSize is pebble's memtable size. Default 32MiB: large enough
-	// that writes do not stall, small enough that the node stays under
-	// 256MiB resident while it writes as fast as it can.
+	// MemtableSize is pebble's memtable size. Default 64MiB.
 	MemtableSize Bytes `yaml:"memtable_size"`
 	// CacheSize is pebble's block cache. Default 64MiB.
 	CacheSize Bytes `yaml:"cache_size"`
@@ -211,7 +209,7 @@ func builtin() Node {
 		Storage: Storage{
 			Durability:        "sync",
 			AsyncSyncInterval: Duration(100 * time.Millisecond),
-			MemtableSize:      32 << 20,
+			MemtableSize:      64 << 20,
 			CacheSize:         64 << 20,
 		},
 		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20},

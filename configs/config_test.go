@@ -14,7 +14,7 @@ func TestDefaultIsValidAndMatchesBuiltin(t *testing.T) {
 	}
 	if d.Node.Region != "local" || d.DataDir != "./data" || d.Listeners.Kafka != ":9092" ||
 		d.Listeners.Pulsar != ":6650" || d.Listeners.HTTP != ":8080" || d.Storage.Durability != "sync" ||
-		time.Duration(d.Retention.MaxAge) != 7*24*time.Hour || d.Storage.MemtableSize != 32<<20 {
+		time.Duration(d.Retention.MaxAge) != 7*24*time.Hour || d.Storage.MemtableSize != 64<<20 {
 		t.Fatalf("embedded default: %+v", d)
 	}
 	// The file and the built-in defaults agree field by field.

@@ -153,7 +153,7 @@ func openRaw(b *testing.B) *rawDB {
 	db, err := pebble.Open(cfg.Dir, &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                cfg.MemTableSize,
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: 2,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		FormatMajorVersion:          pebble.FormatNewest,

@@ -33,9 +33,8 @@ type Config struct {
 	// FS overrides the filesystem (tests use a crashable in-memory FS).
 	// Default: the OS filesystem.
 	FS vfs.FS
-	// MemTableSize is pebble's memtable size in bytes. Default 32 MiB;
-	// pebble's own 4 MiB default stalls writes under log workloads, and
-	// 64 MiB took the node past 256 MiB resident at full write rate.
+	// MemTableSize is pebble's memtable size in bytes. Default 64 MiB;
+	// pebble's own 4 MiB default stalls writes under log workloads.
 	MemTableSize uint64
 	// CacheSize is pebble's block cache in bytes. Default 64 MiB.
 	CacheSize int64
@@ -60,7 +59,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Dir:               "data",
-		MemTableSize:      32 << 20,
+		MemTableSize:      64 << 20,
 		CacheSize:         64 << 20,
 		Durability:        DurabilitySync,
 		AsyncSyncInterval: 100 * time.Millisecond,

@@ -56,10 +56,14 @@ func Open(cfg Config) (*Store, error) {
 	cache := pebble.NewCache(cfg.CacheSize)
 	defer cache.Unref()
 	opts := &pebble.Options{
-		FS:                          cfg.FS,
-		Cache:                       cache,
-		MemTableSize:                cfg.MemTableSize,
-		MemTableStopWritesThreshold: 4,
+		FS:           cfg.FS,
+		Cache:        cache,
+		MemTableSize: cfg.MemTableSize,
+		// Writes wait while one memtable is full and another is still
+		// flushing. A deeper queue only postpones that wait at full write
+		// rate, and each queued memtable is MemTableSize of resident
+		// memory: with four, a node at full rate passed 350 MiB.
+		MemTableStopWritesThreshold: 2,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		FormatMajorVersion:          pebble.FormatNewest,
