@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/DataDog/zstd v1.5.7
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/IBM/sarama v1.61.1
 	github.com/apache/pulsar-client-go v0.19.0
 	github.com/chromedp/cdproto v0.159.0
@@ -83,7 +84,7 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/common v0.72.0
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/quic-go/quic-go v0.65.0
 	github.com/rogpeppe/go-internal v1.14.1 // indirect
@@ -91,7 +92,7 @@ require (
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/spaolacci/murmur3 v1.1.0 // indirect
 	github.com/spf13/cobra v1.10.2
-	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/spf13/pflag v1.0.9
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/atomic v1.11.0 // indirect

@@ -38,6 +38,11 @@ type Config struct {
 	MemTableSize uint64
 	// CacheSize is pebble's block cache in bytes. Default 64 MiB.
 	CacheSize int64
+	// BlobMinSize is the smallest value kept in blob files outside the
+	// LSM (pebble's value separation): log entries of at least this many
+	// bytes are written once at flush and never rewritten by compactions.
+	// Negative disables it. Default 256.
+	BlobMinSize int
 	// Durability is the default for appends that do not name one.
 	// Default sync.
 	Durability Durability
@@ -58,6 +63,7 @@ func DefaultConfig() Config {
 		CacheSize:         64 << 20,
 		Durability:        DurabilitySync,
 		AsyncSyncInterval: 100 * time.Millisecond,
+		BlobMinSize:       256,
 	}
 }
 
@@ -86,6 +92,9 @@ func (c *Config) fill() {
 	}
 	if c.CacheSize == 0 {
 		c.CacheSize = d.CacheSize
+	}
+	if c.BlobMinSize == 0 {
+		c.BlobMinSize = d.BlobMinSize
 	}
 	if c.Durability == "" {
 		c.Durability = d.Durability

@@ -16,6 +16,11 @@ type AppendRequest struct {
 	// the buffer. Callers validate the batch (CRC and all); the store checks
 	// only what its invariants need.
 	Entry []byte
+	// Envelope and Batch, used when Entry is nil, are the entry in parts:
+	// the store encodes them straight into its write batch, saving the copy
+	// an encoded Entry costs. Neither is kept after StartAppend returns.
+	Envelope *protocols.Envelope
+	Batch    []byte
 	// Durability overrides the store default for this append.
 	Durability Durability
 	// Guard, if set, runs under the partition's append lock with the base
@@ -85,11 +90,11 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	at, err := protocols.EntryBatchOffset(req.Entry)
+	batch, size, err := req.parts()
 	if err != nil {
 		return nil, err
 	}
-	h, err := protocols.ParseBatchHeader(req.Entry[at:])
+	h, err := protocols.ParseBatchHeader(batch)
 	if err != nil {
 		return nil, err
 	}
@@ -126,20 +131,19 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 		}
 	}
 	now := max(s.cfg.Now().UnixMilli(), p.head.LastAppend)
-	if err := protocols.StampEntry(req.Entry, base, now); err != nil {
+	b := s.db.NewBatch()
+	if err := req.write(b, logKey(kindEntry, pid, base), size, base, now); err != nil {
 		p.mu.Unlock()
+		_ = b.Close()
 		return nil, err
 	}
 	nh := p.head
 	nh.Next = base + count
-	nh.Bytes += int64(len(req.Entry))
+	nh.Bytes += int64(size)
 	nh.Entries++
 	nh.MaxTime = max(nh.MaxTime, h.MaxTimestamp)
 	nh.LastAppend = now
-	idx := indexValue{Count: count, Size: int64(len(req.Entry)), AppendTime: now, MaxTime: nh.MaxTime}
-
-	b := s.db.NewBatch()
-	_ = b.Set(logKey(kindEntry, pid, base), req.Entry, nil)
+	idx := indexValue{Count: count, Size: int64(size), AppendTime: now, MaxTime: nh.MaxTime}
 	_ = b.Set(logKey(kindIndex, pid, base), idx.encode(), nil)
 	_ = b.Set(headKey(pid), nh.encode(), nil)
 	for _, op := range ops {
@@ -165,9 +169,54 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 	p.mu.Unlock()
 	return &PendingAppend{
 		s: s, p: p, b: b, end: nh.Next, synced: !sync,
-		bytes: int64(len(req.Entry)), recs: int64(h.NumRecords),
+		bytes: int64(size), recs: int64(h.NumRecords),
 		res: AppendResult{BaseOffset: base, Count: count, AppendTime: now},
 	}, nil
+}
+
+// parts returns the request's batch and the encoded entry's size.
+func (req *AppendRequest) parts() (batch []byte, size int, err error) {
+	if req.Entry != nil {
+		at, err := protocols.EntryBatchOffset(req.Entry)
+		if err != nil {
+			return nil, 0, err
+		}
+		return req.Entry[at:], len(req.Entry), nil
+	}
+	env := req.Envelope
+	if env == nil {
+		env = &protocols.Envelope{}
+	}
+	size, err = protocols.EntrySize(env, len(req.Batch))
+	return req.Batch, size, err
+}
+
+// write puts the entry, stamped with its base offset and append time, into
+// b under key. An entry in parts is encoded in place in b's buffer.
+func (req *AppendRequest) write(b *pebble.Batch, key Key, size int, base, now int64) error {
+	if req.Entry != nil {
+		if err := protocols.StampEntry(req.Entry, base, now); err != nil {
+			return err
+		}
+		return b.Set(key, req.Entry, nil)
+	}
+	env := req.Envelope
+	if env == nil {
+		env = &protocols.Envelope{}
+	}
+	op := b.SetDeferred(len(key), size)
+	copy(op.Key, key)
+	enc, err := protocols.AppendEntry(op.Value[:0], env, req.Batch)
+	if err != nil {
+		return err
+	}
+	if len(enc) != size || &enc[0] != &op.Value[0] {
+		return fmt.Errorf("localstore: entry encoded to %d bytes, %d were reserved", len(enc), size)
+	}
+	if err := protocols.StampEntry(op.Value, base, now); err != nil {
+		return err
+	}
+	return op.Finish()
 }
 
 // Offsets are the entry's assigned offsets, known before it is durable.
@@ -286,9 +335,21 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 		return nil, err
 	}
 	defer it.Close()
-	ok := it.SeekLT(logKey(kindEntry, pid, from+1))
+	// A consumer reading on reads at the next entry's base offset: a
+	// forward seek finds that entry without the backward seek, which makes
+	// the iterator change direction and copy the value it steps over. A
+	// read from inside an entry steps back to the entry holding it.
+	ok := it.SeekGE(logKey(kindEntry, pid, from))
+	if ok {
+		if _, base, _ := decodeLogKey(it.Key()); base > from {
+			ok = false
+		}
+	}
 	if !ok {
-		ok = it.First()
+		ok = it.SeekLT(logKey(kindEntry, pid, from+1))
+		if !ok {
+			ok = it.First()
+		}
 	}
 	var (
 		buf   []byte
@@ -314,6 +375,12 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 		if len(metas) > 0 && len(buf)+len(v) > maxBytes {
 			break
 		}
+		if buf == nil {
+			// Sized once from the first entry, so a read of many entries
+			// does not grow by copying itself over and over, while a
+			// tailing read of one small entry stays small.
+			buf = make([]byte, 0, max(len(v), min(maxBytes, readBufSize, 8*len(v))))
+		}
 		buf = append(buf, v...)
 		ends = append(ends, len(buf))
 		metas = append(metas, Entry{BaseOffset: base, Count: cnt})
@@ -331,6 +398,10 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 	}
 	return metas, nil
 }
+
+// readBufSize bounds the buffer a read allocates before it knows how much
+// it will read.
+const readBufSize = 4 << 20
 
 // entryCount is the number of offsets an encoded entry covers.
 func entryCount(v []byte) (int64, error) {

@@ -56,10 +56,14 @@ func Open(cfg Config) (*Store, error) {
 	cache := pebble.NewCache(cfg.CacheSize)
 	defer cache.Unref()
 	opts := &pebble.Options{
-		FS:                          cfg.FS,
-		Cache:                       cache,
-		MemTableSize:                cfg.MemTableSize,
-		MemTableStopWritesThreshold: 4,
+		FS:           cfg.FS,
+		Cache:        cache,
+		MemTableSize: cfg.MemTableSize,
+		// Writes wait while one memtable is full and another is still
+		// flushing. A deeper queue only postpones that wait at full write
+		// rate, and each queued memtable is MemTableSize of resident
+		// memory: with four, a node at full rate passed 350 MiB.
+		MemTableStopWritesThreshold: 2,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		FormatMajorVersion:          pebble.FormatNewest,
@@ -67,6 +71,20 @@ func Open(cfg Config) (*Store, error) {
 		EventListener: &pebble.EventListener{
 			WriteStallBegin: func(pebble.WriteStallBeginInfo) { s.writeStalls.Add(1) },
 		},
+	}
+	if cfg.BlobMinSize > 0 {
+		// Log entries are written once and read back in order; keeping
+		// them out of the LSM's sstables (in blob files the sstables point
+		// into) spares flushes and compactions from rewriting them, which
+		// otherwise dominates the store's CPU and allocations.
+		policy := pebble.ValueSeparationPolicy{
+			Enabled:               true,
+			MinimumSize:           cfg.BlobMinSize,
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     5 * time.Minute,
+			TargetGarbageRatio:    0.2,
+		}
+		opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return policy }
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {

@@ -136,6 +136,17 @@ func (e *Envelope) check() error {
 	return nil
 }
 
+// EntrySize is the encoded size of an entry with envelope e and a batch of
+// batchLen bytes, or an error if the envelope cannot be encoded. A caller
+// that writes the entry into space it sized in advance (the log encodes
+// straight into its write batch) calls it first.
+func EntrySize(e *Envelope, batchLen int) (int, error) {
+	if err := e.check(); err != nil {
+		return 0, err
+	}
+	return e.size() + batchLen, nil
+}
+
 // AppendEntry appends the encoded entry (envelope then batch) to dst.
 func AppendEntry(dst []byte, e *Envelope, batch []byte) ([]byte, error) {
 	if err := e.check(); err != nil {

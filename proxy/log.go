@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
@@ -15,10 +14,6 @@ func (n *Node) pid(p protocols.Partition) (localstore.PartitionID, error) {
 	pid, err := n.store.LookupPartition(p.Topic.String(), p.Index)
 	return pid, mapStoreErr(err)
 }
-
-// entryBufs recycles entry encoding buffers: the store does not keep an
-// entry after Append returns.
-var entryBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // Produce implements protocols.Log.
 func (n *Node) Produce(ctx context.Context, p protocols.Partition, req protocols.ProduceRequest) (protocols.ProduceResult, error) {
@@ -72,25 +67,18 @@ func (n *Node) StartProduce(ctx context.Context, p protocols.Partition, req prot
 	} else if h, err = protocols.ValidateBatch(req.Batch); err != nil {
 		return nil, err
 	}
-	// The store copies the entry into its write batch, so the encoding
-	// buffer goes back to the pool as soon as the write is submitted.
-	bp := entryBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 8<<20 {
-			entryBufs.Put(bp)
-		}
-	}()
-	entry, err := protocols.AppendEntry((*bp)[:0], &req.Envelope, req.Batch)
-	if err != nil {
+	if _, err := protocols.EntrySize(&req.Envelope, len(req.Batch)); err != nil {
 		return nil, err
 	}
-	*bp = entry
 	check, finish, err := n.guard(pid, p, &h, &req.Envelope, lim)
 	if err != nil {
 		return nil, err
 	}
+	// The store encodes the envelope and the batch straight into its write
+	// batch: the batch is copied once, from the request into the write.
 	pa, err := n.store.StartAppend(ctx, pid, localstore.AppendRequest{
-		Entry:      entry,
+		Envelope:   &req.Envelope,
+		Batch:      req.Batch,
 		Durability: lim.durability,
 		Guard:      check,
 	})

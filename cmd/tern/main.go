@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ternmq/tern/internal/perf/perfcli"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -30,7 +32,8 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(newServeCmd(), newVersionCmd(), newStatusCmd(), newDevCmd(), newTopicsCmd(), newNamespacesCmd(), newPolicyCmd(), newProduceCmd(), newConsumeCmd())
+	root.AddCommand(newServeCmd(), newVersionCmd(), newStatusCmd(), newDevCmd(), newTopicsCmd(), newNamespacesCmd(), newPolicyCmd(),
+		newProduceCmd(), newConsumeCmd(), newBenchCmd())
 	return root
 }
 
@@ -48,7 +51,8 @@ func run(args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "tern:", err)
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	var pe perfcli.UsageError
+	if errors.As(err, &ue) || errors.As(err, &pe) || isCobraUsage(err) {
 		return 2
 	}
 	return 1

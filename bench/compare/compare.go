@@ -1,0 +1,218 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ternmq/tern/internal/perf"
+)
+
+// Config is one comparison.
+type Config struct {
+	// Systems are the targets to compare (see Targets); the first is the
+	// baseline of the ratios. Default DefaultTargets.
+	Systems []string
+	// Modes are the workloads, run in this order. Default produce,
+	// consume, e2e.
+	Modes []perf.Mode
+	// Rounds is how many times each system runs each workload. Default 3.
+	Rounds int
+	// Workload holds the shared settings (size, partitions, producers,
+	// consumers, duration, warm-up, backlog); Mode, Topic and Rate are set
+	// per run.
+	Workload perf.Config
+	// E2ERate is the e2e publish rate in msgs/s; 0 runs each system at
+	// half of its own median produce rate from this comparison.
+	E2ERate int
+	// Linger is the producers' batching delay. Default 1ms.
+	Linger time.Duration
+	// Self is the tern-bench binary that runs peers. Default: this one.
+	Self string
+	// Dir is where peers keep their data, one fresh directory per run.
+	// Default: the system temp directory.
+	Dir string
+	// Progress receives progress lines. Nil prints nothing.
+	Progress io.Writer
+	// ProfileDir, if set, receives a CPU and an allocation profile of
+	// every server run (SYSTEM-WORKLOAD-rN.cpu.pprof, .allocs.pprof).
+	ProfileDir string
+}
+
+// DefaultConfig is three rounds of produce, consume and e2e against
+// DefaultTargets with 1 KiB messages.
+func DefaultConfig() Config {
+	w := perf.DefaultConfig()
+	w.Backlog = 1_000_000
+	return Config{
+		Systems:  DefaultTargets,
+		Modes:    []perf.Mode{perf.ModeProduce, perf.ModeConsume, perf.ModeE2E},
+		Rounds:   3,
+		Workload: w,
+		Linger:   time.Millisecond,
+	}
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Systems) == 0 {
+		errs = append(errs, errors.New("compare: --systems is empty"))
+	}
+	for _, s := range c.Systems {
+		if _, err := lookupTarget(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, m := range c.Modes {
+		if m != perf.ModeProduce && m != perf.ModeConsume && m != perf.ModeE2E {
+			errs = append(errs, fmt.Errorf("compare: workload %q: want produce, consume or e2e", m))
+		}
+	}
+	if slices.Contains(c.Modes, perf.ModeE2E) && c.E2ERate == 0 && !slices.Contains(c.Modes, perf.ModeProduce) {
+		errs = append(errs, errors.New("compare: e2e at half the maximum rate needs the produce workload first; add it or set --e2e-rate"))
+	}
+	if c.Rounds < 1 {
+		errs = append(errs, fmt.Errorf("compare: --rounds %d: want at least 1", c.Rounds))
+	}
+	if c.E2ERate < 0 {
+		errs = append(errs, fmt.Errorf("compare: --e2e-rate %d: want 0 (half of the maximum) or a rate", c.E2ERate))
+	}
+	w := c.Workload
+	w.Mode = perf.ModeE2E
+	if err := w.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Report is a comparison's results.
+type Report struct {
+	Start     time.Time      `json:"start"`
+	LoadStart [3]float64     `json:"load_start"`
+	LoadEnd   [3]float64     `json:"load_end"`
+	Systems   []string       `json:"systems"`
+	Rounds    int            `json:"rounds"`
+	Runs      []*perf.Result `json:"runs"`
+	Notes     []string       `json:"notes"`
+	// Skipped lists system/workload pairs not run, with the reason.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// skip says which pairs are not worth running: a JetStream that fsyncs
+// every write fills a consume backlog at a few thousand messages a
+// second (minutes for the default backlog), and its reads do not depend
+// on the fsync setting, which the jetstream target already covers.
+func skip(system string, m perf.Mode) string {
+	if system == "jetstream-fsync" && m == perf.ModeConsume {
+		return "jetstream-fsync consume: reads are the same as jetstream's; filling the backlog at its fsync-bound rate would take minutes"
+	}
+	return ""
+}
+
+// Run runs the comparison.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Self == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Self = exe
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = os.TempDir()
+	}
+	rep := &Report{Start: time.Now(), LoadStart: loadAvg(), Systems: cfg.Systems, Rounds: cfg.Rounds}
+	defer func() { rep.LoadEnd = loadAvg() }()
+	targets := make([]target, len(cfg.Systems))
+	for i, s := range cfg.Systems {
+		targets[i], _ = lookupTarget(s)
+		rep.Notes = append(rep.Notes, targets[i].note)
+	}
+	for _, m := range cfg.Modes {
+		for r := range cfg.Rounds {
+			for i := range targets {
+				t := targets[(i+r)%len(targets)] // rotate the order each round
+				if why := skip(t.name, m); why != "" {
+					if r == 0 {
+						rep.Skipped = append(rep.Skipped, why)
+					}
+					continue
+				}
+				w := cfg.Workload
+				w.Mode = m
+				w.Topic = ""
+				w.Rate = 0
+				if m == perf.ModeE2E {
+					w.Rate = cfg.E2ERate
+					if w.Rate == 0 {
+						w.Rate = max(1, int(medianRate(rep.Runs, t.name, perf.ModeProduce)/2))
+					}
+				}
+				if cfg.Progress != nil {
+					fmt.Fprintf(cfg.Progress, "== %s round %d/%d: %s\n", m, r+1, cfg.Rounds, t.name)
+				}
+				res, err := runOne(ctx, cfg, t, w, r+1)
+				if err != nil {
+					return rep, fmt.Errorf("compare: %s %s round %d: %w", t.name, m, r+1, err)
+				}
+				rep.Runs = append(rep.Runs, res)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// runOne starts a fresh server for t, runs w against it and stops it.
+func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int) (*perf.Result, error) {
+	dir, err := os.MkdirTemp(cfg.Dir, "tern-compare-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	args := t.peerArgs
+	if cfg.ProfileDir != "" {
+		base := filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-r%d", strings.ReplaceAll(t.name, "/", "-"), w.Mode, round))
+		args = append(slices.Clone(args), "--cpuprofile", base+".cpu.pprof", "--memprofile", base+".allocs.pprof")
+	}
+	self := cfg.Self
+	if t.self != "" {
+		self = t.self
+	}
+	p, err := startPeer(ctx, self, args, filepath.Join(dir, "data"))
+	if err != nil {
+		return nil, err
+	}
+	d, err := t.driver(p.addrs, cfg.Linger)
+	if err != nil {
+		_ = p.stop()
+		return nil, err
+	}
+	w.Label = t.name
+	w.Progress = cfg.Progress
+	w.Probe = perf.PIDProbe(p.pid())
+	res, err := perf.Run(ctx, w, d)
+	_ = d.Close()
+	if serr := p.stop(); serr != nil && err == nil {
+		err = serr
+	}
+	return res, err
+}
+
+func loadAvg() [3]float64 {
+	var l [3]float64
+	b, err := os.ReadFile("/proc/loadavg")
+	if err == nil {
+		_, _ = fmt.Sscan(string(b), &l[0], &l[1], &l[2])
+	}
+	return l
+}

@@ -1,0 +1,172 @@
+package compare
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/ternmq/tern/internal/perf"
+)
+
+// headline is the figure a workload is judged by: the publish side for
+// produce and e2e, the consume side for consume.
+func headline(r *perf.Result) *perf.Figures {
+	if r.Mode == perf.ModeConsume {
+		return r.Consume
+	}
+	return r.Publish
+}
+
+// latency is the latency a workload reports: publish latency for produce,
+// end-to-end for e2e, none for consume.
+func latency(r *perf.Result) *perf.Latency {
+	switch r.Mode {
+	case perf.ModeProduce:
+		if r.Publish != nil {
+			return r.Publish.Latency
+		}
+	case perf.ModeE2E:
+		if r.Consume != nil {
+			return r.Consume.Latency
+		}
+	}
+	return nil
+}
+
+func runsOf(runs []*perf.Result, system string, m perf.Mode) []*perf.Result {
+	var out []*perf.Result
+	for _, r := range runs {
+		if r.Label == system && r.Mode == m && headline(r) != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func collect(rs []*perf.Result, f func(*perf.Result) float64) []float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	return v
+}
+
+func medianRate(runs []*perf.Result, system string, m perf.Mode) float64 {
+	return median(collect(runsOf(runs, system, m), func(r *perf.Result) float64 { return headline(r).MsgsPerSec }))
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteTables writes one table per workload: medians over rounds with
+// ranges, and the first system's ratio to each other system, of the
+// medians and per round (rounds pair up in order, both systems having run
+// in the same round).
+func (rep *Report) WriteTables(w io.Writer) error {
+	if len(rep.Runs) == 0 {
+		_, err := fmt.Fprintln(w, "no runs")
+		return err
+	}
+	first := rep.Runs[0]
+	fmt.Fprintf(w, "\ntern-bench compare: %d B messages, %d partitions, %d producers, %d consumers, %d rounds, warm-up %.0fs, measured %.0fs\n",
+		first.MessageSize, first.Partitions, first.Producers, max(first.Consumers, 1), rep.Rounds, first.WarmupSeconds, first.Seconds)
+	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
+		rep.LoadStart[0], rep.LoadStart[1], rep.LoadStart[2], rep.LoadEnd[0], rep.LoadEnd[1], rep.LoadEnd[2])
+	base := rep.Systems[0]
+	for _, m := range []perf.Mode{perf.ModeProduce, perf.ModeConsume, perf.ModeE2E} {
+		if !slices.ContainsFunc(rep.Runs, func(r *perf.Result) bool { return r.Mode == m }) {
+			continue
+		}
+		what := map[perf.Mode]string{
+			perf.ModeProduce: "produce, as fast as possible (latency: send to acknowledgement, including time in the client's buffer)",
+			perf.ModeConsume: "consume a backlog from the start",
+			perf.ModeE2E:     "end-to-end at a fixed rate (latency: due time to consumer callback)",
+		}[m]
+		fmt.Fprintf(w, "\n%s\n", what)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "system\tmsgs/s\trange\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tRSS peak MiB\tCPU us/msg\tclient CPU\tload\t%s / this\tper round\t\n", base)
+		baseRuns := runsOf(rep.Runs, base, m)
+		for _, s := range rep.Systems {
+			rs := runsOf(rep.Runs, s, m)
+			if len(rs) == 0 {
+				continue
+			}
+			rates := collect(rs, func(r *perf.Result) float64 { return headline(r).MsgsPerSec })
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f-%.0f\t%.1f\t", s, median(rates), slices.Min(rates), slices.Max(rates),
+				median(collect(rs, func(r *perf.Result) float64 { return headline(r).MBPerSec })))
+			if latency(rs[0]) != nil {
+				for _, f := range []func(*perf.Latency) float64{
+					func(l *perf.Latency) float64 { return l.P50 },
+					func(l *perf.Latency) float64 { return l.P99 },
+					func(l *perf.Latency) float64 { return l.P999 },
+					func(l *perf.Latency) float64 { return l.Max },
+				} {
+					fmt.Fprintf(tw, "%.2f\t", median(collect(rs, func(r *perf.Result) float64 { return f(latency(r)) })))
+				}
+			} else {
+				fmt.Fprint(tw, "-\t-\t-\t-\t")
+			}
+			rss := collect(rs, func(r *perf.Result) float64 {
+				if r.Server == nil {
+					return 0
+				}
+				return float64(r.Server.RSSPeak) / (1 << 20)
+			})
+			cpu := collect(rs, func(r *perf.Result) float64 {
+				if r.Server == nil {
+					return 0
+				}
+				return r.Server.CPUPerMsg
+			})
+			load := collect(rs, func(r *perf.Result) float64 { return (r.LoadStart[0] + r.LoadEnd[0]) / 2 })
+			ccpu := collect(rs, func(r *perf.Result) float64 { return r.ClientCPUPerMsg })
+			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%.1f\t", slices.Max(rss), median(cpu), median(ccpu), median(load))
+			if s == base || len(baseRuns) == 0 {
+				fmt.Fprint(tw, "-\t-\t\n")
+				continue
+			}
+			ratio := median(collect(baseRuns, func(r *perf.Result) float64 { return headline(r).MsgsPerSec })) / median(rates)
+			var per []float64
+			for i := 0; i < len(rs) && i < len(baseRuns); i++ {
+				per = append(per, headline(baseRuns[i]).MsgsPerSec/headline(rs[i]).MsgsPerSec)
+			}
+			fmt.Fprintf(tw, "%.2fx\t%.2f-%.2f\t\n", ratio, slices.Min(per), slices.Max(per))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if m == perf.ModeE2E {
+			for _, s := range rep.Systems {
+				if rs := runsOf(rep.Runs, s, m); len(rs) > 0 {
+					fmt.Fprintf(w, "  %s e2e rate: %d msgs/s\n", s, rs[0].Rate)
+				}
+			}
+		}
+	}
+	fmt.Fprintln(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs")
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, "- "+n)
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintln(w, "- skipped: "+s)
+	}
+	return nil
+}

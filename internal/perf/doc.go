@@ -1,0 +1,24 @@
+// Package perf is the load generator behind `tern bench` and the bench
+// module's comparison runner: the workloads (produce, consume, end to end),
+// rate pacing, HDR latency histograms, the progress line each second, and
+// the final table and JSON.
+//
+// It knows no wire protocol. A Driver (Kafka here, Pulsar, WebSocket and
+// NATS JetStream in the bench module) turns Send and a consume callback
+// into client calls, so every system is measured by the same loop with
+// the same clocks and the same payloads; only the client library differs.
+//
+// It must not import the broker side (proxy, localstore, protocols): the
+// tern binary links it as a client, and the comparison runner starts the
+// systems it measures in processes of their own.
+//
+// How figures are taken: a message's payload starts with its send time
+// (Unix nanoseconds, 8 bytes), so a consumer anywhere on the machine can
+// measure end-to-end latency; the rest is random bytes, so compression and
+// deduplication of payloads gain nothing. With a target rate, publish
+// latency is measured from the time the pacer meant to send the message,
+// not the time it was sent, so a stalled system is not flattered
+// (coordinated omission); with no target rate it is measured from the
+// Send call, and includes the time a message waits in the client's buffer.
+// Counts and latencies cover the window after the warm-up only.
+package perf

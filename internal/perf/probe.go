@@ -1,0 +1,143 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Probe samples the server process under test.
+type Probe func(ctx context.Context) (ProcSample, error)
+
+// ProcSample is a server process's resident memory and CPU time so far.
+type ProcSample struct {
+	RSS        int64   // bytes
+	CPUSeconds float64 // user + system since the process started
+}
+
+// PIDProbe reads a local process's RSS and CPU time from /proc (Linux).
+func PIDProbe(pid int) Probe {
+	return func(context.Context) (ProcSample, error) { return readProc(pid) }
+}
+
+// clockTicks is USER_HZ, the unit of /proc/pid/stat times; 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+func readProc(pid int) (ProcSample, error) {
+	var s ProcSample
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, err
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return s, fmt.Errorf("perf: /proc/%d/status VmRSS %q: %w", pid, v, err)
+			}
+			s.RSS = kb << 10
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return s, err
+	}
+	// The command name (field 2) may hold spaces; fields after it are
+	// counted from the closing parenthesis. utime and stime are fields 14
+	// and 15.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return s, fmt.Errorf("perf: /proc/%d/stat has no command name", pid)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return s, fmt.Errorf("perf: /proc/%d/stat has %d fields", pid, len(f)+2)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return s, fmt.Errorf("perf: /proc/%d/stat times %q %q", pid, f[11], f[12])
+	}
+	s.CPUSeconds = float64(ut+st) / clockTicks
+	return s, nil
+}
+
+// MetricsProbe scrapes a Prometheus endpoint (a tern node's /metrics) for
+// the standard process_resident_memory_bytes and process_cpu_seconds_total.
+func MetricsProbe(url string) Probe {
+	client := &http.Client{Timeout: 5 * time.Second}
+	return func(ctx context.Context) (ProcSample, error) {
+		var s ProcSample
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return s, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return s, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return s, fmt.Errorf("perf: %s answered HTTP %d", url, resp.StatusCode)
+		}
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			return s, fmt.Errorf("perf: %s: %w", url, err)
+		}
+		first := func(name string) (float64, bool) {
+			f, ok := fams[name]
+			if !ok || len(f.GetMetric()) == 0 {
+				return 0, false
+			}
+			m := f.GetMetric()[0]
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue(), true
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue(), true
+			}
+			return 0, false
+		}
+		rss, ok1 := first("process_resident_memory_bytes")
+		cpu, ok2 := first("process_cpu_seconds_total")
+		if !ok1 || !ok2 {
+			return s, fmt.Errorf("perf: %s has no process_resident_memory_bytes or process_cpu_seconds_total", url)
+		}
+		return ProcSample{RSS: int64(rss), CPUSeconds: cpu}, nil
+	}
+}
+
+// selfCPU is this process's user and system CPU time in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// loadAvg is the 1, 5 and 15 minute load average, or zeros where /proc is
+// missing.
+func loadAvg() [3]float64 {
+	var l [3]float64
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return l
+	}
+	f := strings.Fields(string(b))
+	for i := 0; i < 3 && i < len(f); i++ {
+		l[i], _ = strconv.ParseFloat(f[i], 64)
+	}
+	return l
+}

@@ -1,0 +1,238 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is one run's figures. MB are 10^6 bytes; latencies are in
+// milliseconds.
+type Result struct {
+	Label       string    `json:"system"`
+	Mode        Mode      `json:"mode"`
+	Topic       string    `json:"topic"`
+	MessageSize int       `json:"message_size"`
+	Partitions  int       `json:"partitions"`
+	Producers   int       `json:"producers"`
+	Consumers   int       `json:"consumers"`
+	Rate        int       `json:"target_rate"` // msgs/s; 0 = as fast as possible
+	Start       time.Time `json:"start"`
+	// LoadStart and LoadEnd are the machine's 1, 5 and 15 minute load
+	// averages when the run started and ended.
+	LoadStart     [3]float64 `json:"load_start"`
+	LoadEnd       [3]float64 `json:"load_end"`
+	WarmupSeconds float64    `json:"warmup_s"`
+	Seconds       float64    `json:"measured_s"`
+
+	// Publish is acknowledged publishes (latency: send to ack).
+	Publish *Figures `json:"publish,omitempty"`
+	// Consume is consumed messages (latency, e2e mode only: send to
+	// consumer callback).
+	Consume *Figures `json:"consume,omitempty"`
+	// Fill is the backlog fill of consume mode.
+	Fill *Figures `json:"fill,omitempty"`
+	// Server is what the run cost the server process, when probed.
+	Server *ServerFigures `json:"server,omitempty"`
+
+	// ClientCPUPerMsg is the CPU time this process (the load generator and
+	// the client library) used in the measured window per message, in
+	// microseconds: on a machine whose cores the clients share with the
+	// server, a heavier client leaves the server less.
+	ClientCPUPerMsg float64 `json:"client_cpu_us_per_msg"`
+
+	Errors int64 `json:"errors"`
+}
+
+// Figures are counts, rates and latencies of one side.
+type Figures struct {
+	Messages   int64    `json:"messages"`
+	Bytes      int64    `json:"bytes"`
+	Seconds    float64  `json:"seconds"`
+	MsgsPerSec float64  `json:"msgs_per_s"`
+	MBPerSec   float64  `json:"mb_per_s"`
+	Latency    *Latency `json:"latency,omitempty"`
+}
+
+// ServerFigures is the server process's memory and CPU over the run.
+type ServerFigures struct {
+	// RSSPeak is the highest resident set sampled during the run.
+	RSSPeak int64 `json:"rss_peak_bytes"`
+	// CPUSeconds is the CPU time the server used in the measured window,
+	// and CPUPerMsg that divided by the messages of the window (published
+	// plus consumed), in microseconds.
+	CPUSeconds float64 `json:"cpu_s"`
+	CPUPerMsg  float64 `json:"cpu_us_per_msg"`
+}
+
+// startTicker prints a progress line each interval until the returned
+// function is called.
+func (r *run) startTicker(ctx context.Context) func() {
+	r.phase.Store("start")
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				secs := now.Sub(last).Seconds()
+				last = now
+				rss := r.sampleRSS(ctx)
+				if r.cfg.Progress != nil {
+					r.progressLine(now, secs, rss)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+func (r *run) progressLine(now time.Time, secs float64, rss int64) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%6.1fs %-7s %s", now.Sub(r.start).Seconds(), r.phase.Load(), r.cfg.Label)
+	side := func(name string, rec *recorder, lat bool) {
+		n, bytes, h := rec.tick()
+		fmt.Fprintf(&b, " | %s %9.0f msg/s %7.1f MB/s", name, float64(n)/secs, float64(bytes)/secs/1e6)
+		if lat && h.TotalCount() > 0 {
+			l := latencyOf(h)
+			fmt.Fprintf(&b, " p50 %.2f p99 %.2f max %.1f ms", l.P50, l.P99, l.Max)
+		}
+	}
+	if r.cfg.Mode != ModeConsume || r.phase.Load() == "fill" {
+		side("pub", r.pub, true)
+	}
+	if r.cfg.Mode != ModeProduce && r.phase.Load() != "fill" {
+		side("con", r.con, r.cfg.Mode == ModeE2E)
+	}
+	if rss > 0 {
+		fmt.Fprintf(&b, " | rss %d MiB", rss>>20)
+	}
+	b.WriteByte('\n')
+	_, _ = io.WriteString(r.cfg.Progress, b.String())
+}
+
+// sampleRSS probes the server and keeps the peak; 0 without a probe.
+func (r *run) sampleRSS(ctx context.Context) int64 {
+	if r.cfg.Probe == nil {
+		return 0
+	}
+	s, err := r.cfg.Probe(ctx)
+	if err != nil {
+		return 0
+	}
+	r.probe.mu.Lock()
+	r.probe.rssPeak = max(r.probe.rssPeak, s.RSS)
+	r.probe.mu.Unlock()
+	return s.RSS
+}
+
+// sampleServer takes the CPU time at the window's start and end.
+func (r *run) sampleServer(ctx context.Context, start bool) {
+	if r.cfg.Probe == nil {
+		return
+	}
+	s, err := r.cfg.Probe(ctx)
+	r.probe.mu.Lock()
+	defer r.probe.mu.Unlock()
+	if err != nil {
+		r.probe.have = false
+		return
+	}
+	r.probe.rssPeak = max(r.probe.rssPeak, s.RSS)
+	if start {
+		r.probe.cpuStart, r.probe.have = s.CPUSeconds, true
+		return
+	}
+	if !r.probe.have {
+		return
+	}
+	sf := &ServerFigures{RSSPeak: r.probe.rssPeak, CPUSeconds: s.CPUSeconds - r.probe.cpuStart}
+	r.res.Server = sf
+}
+
+// finishServer completes the server figures once the counts are known.
+func (res *Result) finishServer() {
+	if res.Server == nil {
+		return
+	}
+	if n := res.messages(); n > 0 {
+		res.Server.CPUPerMsg = res.Server.CPUSeconds * 1e6 / float64(n)
+	}
+}
+
+// messages is the messages of the window, published plus consumed.
+func (res *Result) messages() int64 {
+	var n int64
+	for _, f := range []*Figures{res.Publish, res.Consume} {
+		if f != nil {
+			n += f.Messages
+		}
+	}
+	return n
+}
+
+// WriteJSON writes the result as indented JSON.
+func (res *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// WriteTable writes the result as the final table.
+func (res *Result) WriteTable(w io.Writer) error {
+	rate := "max"
+	if res.Rate > 0 {
+		rate = fmt.Sprintf("%d msg/s", res.Rate)
+	}
+	fmt.Fprintf(w, "\n%s %s: %d B messages, %d partitions, %d producers, %d consumers, rate %s, warm-up %.0fs, measured %.1fs\n",
+		res.Label, res.Mode, res.MessageSize, res.Partitions, res.Producers, res.Consumers, rate, res.WarmupSeconds, res.Seconds)
+	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
+		res.LoadStart[0], res.LoadStart[1], res.LoadStart[2], res.LoadEnd[0], res.LoadEnd[1], res.LoadEnd[2])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tmessages\tmsgs/s\tMB/s\tp50 ms\tp95 ms\tp99 ms\tp99.9 ms\tmax ms\t")
+	row := func(name string, f *Figures) {
+		if f == nil {
+			return
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t", name, f.Messages, f.MsgsPerSec, f.MBPerSec)
+		if l := f.Latency; l != nil && l.Count > 0 {
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", l.P50, l.P95, l.P99, l.P999, l.Max)
+		} else {
+			fmt.Fprint(tw, "-\t-\t-\t-\t-\t\n")
+		}
+	}
+	row("fill", res.Fill)
+	row("publish", res.Publish)
+	name := "consume"
+	if res.Mode == ModeE2E {
+		name = "end-to-end"
+	}
+	row(name, res.Consume)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if s := res.Server; s != nil {
+		fmt.Fprintf(w, "server: RSS peak %.1f MiB, CPU %.2f s in the window (%.1f us/msg)\n",
+			float64(s.RSSPeak)/(1<<20), s.CPUSeconds, s.CPUPerMsg)
+	}
+	fmt.Fprintf(w, "client: CPU %.1f us/msg\n", res.ClientCPUPerMsg)
+	if res.Errors > 0 {
+		fmt.Fprintf(w, "errors: %d\n", res.Errors)
+	}
+	return nil
+}

@@ -1,0 +1,393 @@
+package perf
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Run runs one workload against the system behind d and returns its
+// figures. Progress lines go to cfg.Progress while it runs. d stays open;
+// the caller closes it.
+func Run(ctx context.Context, cfg Config, d Driver) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fill()
+	if cfg.Label == "" {
+		cfg.Label = d.Name()
+	}
+	r := &run{cfg: cfg, d: d, pub: newRecorder(), con: newRecorder(), start: time.Now()}
+	r.res = &Result{
+		Label: cfg.Label, Mode: cfg.Mode, Topic: cfg.Topic, MessageSize: cfg.MessageSize,
+		Partitions: cfg.Partitions, Producers: cfg.Producers, Consumers: cfg.Consumers,
+		Rate: cfg.Rate, Start: r.start, LoadStart: loadAvg(),
+	}
+	if err := d.CreateTopic(ctx, cfg.Topic, cfg.Partitions); err != nil {
+		return nil, fmt.Errorf("perf: create topic %s: %w", cfg.Topic, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopTicker := r.startTicker(ctx)
+	var err error
+	switch cfg.Mode {
+	case ModeProduce:
+		err = r.runProduce(ctx)
+	case ModeConsume:
+		err = r.runConsume(ctx)
+	case ModeE2E:
+		err = r.runE2E(ctx)
+	}
+	stopTicker()
+	r.res.LoadEnd = loadAvg()
+	if e := r.firstErr.Load(); e != nil && err == nil {
+		err = *e
+	}
+	r.res.Errors = r.errors.Load()
+	r.res.finishServer()
+	if n := r.res.messages(); n > 0 {
+		r.res.ClientCPUPerMsg = r.clientCPU * 1e6 / float64(n)
+	}
+	if err != nil {
+		return r.res, err
+	}
+	return r.res, nil
+}
+
+// run is the state of one Run.
+type run struct {
+	cfg   Config
+	d     Driver
+	res   *Result
+	start time.Time
+
+	pub, con *recorder
+	phase    atomic.Value // string shown in progress lines
+
+	// stopped is set once the window is over: errors from then on come
+	// from tearing down, not from the system.
+	stopped  atomic.Bool
+	errors   atomic.Int64
+	firstErr atomic.Pointer[error]
+
+	windowStart, windowEnd time.Time
+	clientCPU              float64 // seconds of this process's CPU in the window
+	probe                  struct {
+		mu       sync.Mutex
+		rssPeak  int64
+		cpuStart float64
+		have     bool
+	}
+	payloads sync.Pool
+}
+
+func (r *run) fail(err error) {
+	if r.stopped.Load() {
+		return
+	}
+	r.errors.Add(1)
+	r.firstErr.CompareAndSwap(nil, &err)
+}
+
+// payload returns a buffer of MessageSize random bytes; the first eight
+// are overwritten with the send time.
+func (r *run) payload() *[]byte {
+	if b, ok := r.payloads.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, r.cfg.MessageSize)
+	for i := 0; i < len(b); i += 8 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], rand.Uint64())
+		copy(b[i:], w[:])
+	}
+	return &b
+}
+
+// producers runs cfg.Producers producers until stop is closed or, when
+// limit >= 0, until they sent limit messages in all; it returns once every
+// message is acknowledged or the drain timeout passes.
+func (r *run) producers(ctx context.Context, stop <-chan struct{}, limit int64) error {
+	n := r.cfg.Producers
+	ps := make([]Producer, 0, n)
+	defer func() {
+		for _, p := range ps {
+			_ = p.Close()
+		}
+	}()
+	for range n {
+		p, err := r.d.NewProducer(ctx, r.cfg.Topic)
+		if err != nil {
+			return fmt.Errorf("perf: new producer: %w", err)
+		}
+		ps = append(ps, p)
+	}
+	rate := float64(r.cfg.Rate) / float64(n)
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		share := int64(-1)
+		if limit >= 0 {
+			share = limit / int64(n)
+			if i == 0 {
+				share += limit % int64(n)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.produceLoop(ctx, stop, p, share, rate)
+		}()
+	}
+	wg.Wait()
+	dctx, cancel := context.WithTimeout(ctx, r.cfg.DrainTimeout)
+	defer cancel()
+	for _, p := range ps {
+		if err := p.Flush(dctx); err != nil {
+			return fmt.Errorf("perf: waiting for acknowledgements: %w", err)
+		}
+	}
+	return nil
+}
+
+// produceLoop is one producer's pacing loop. With a rate, message k is
+// due at start + k/rate; latency counts from when it was due (or from when
+// it was sent, if the producer was early), so time lost waiting for a
+// stalled system is measured, not hidden.
+func (r *run) produceLoop(ctx context.Context, stop <-chan struct{}, p Producer, limit int64, rate float64) {
+	size := r.cfg.MessageSize
+	start := time.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for k := int64(0); limit < 0 || k < limit; k++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		now := time.Now()
+		t0 := now
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
+			// Waiting costs a timer; sending up to half a millisecond
+			// early costs nothing (latency then counts from the send).
+			if wait := due.Sub(now); wait > 500*time.Microsecond {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-stop:
+					return
+				case <-ctx.Done():
+					return
+				}
+				now = time.Now()
+			}
+			// Late: count from when it was due. Early: from the send.
+			if due.Before(now) {
+				t0 = due
+			} else {
+				t0 = now
+			}
+		}
+		bp := r.payload()
+		buf := *bp
+		binary.LittleEndian.PutUint64(buf, uint64(t0.UnixNano()))
+		p.Send(ctx, buf, func(err error) {
+			if err != nil {
+				r.fail(err)
+			} else {
+				r.pub.record(size, time.Since(t0))
+			}
+			r.payloads.Put(bp)
+		})
+	}
+}
+
+// consumers starts cfg.Consumers consumers; handle is called for every
+// message.
+func (r *run) consumers(ctx context.Context, handle func([]byte)) ([]Consumer, error) {
+	cs := make([]Consumer, 0, r.cfg.Consumers)
+	for i := range r.cfg.Consumers {
+		c, err := r.d.NewConsumer(ctx, r.cfg.Topic, r.cfg.Partitions, i, r.cfg.Consumers, handle)
+		if err != nil {
+			closeAll(cs)
+			return nil, fmt.Errorf("perf: new consumer: %w", err)
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+func closeAll(cs []Consumer) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// window runs the warm-up, then the measured window, and returns when the
+// window ends, ctx ends, or early is closed (the consume backlog drained).
+func (r *run) window(ctx context.Context, early <-chan struct{}) error {
+	r.phase.Store("warm-up")
+	if r.cfg.Warmup > 0 {
+		t := time.NewTimer(r.cfg.Warmup)
+		select {
+		case <-t.C:
+		case <-early:
+			t.Stop()
+			return ErrBacklogDrained
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	r.windowStart = time.Now()
+	r.clientCPU = selfCPU()
+	r.sampleServer(ctx, true)
+	r.pub.measuring.Store(true)
+	r.con.measuring.Store(true)
+	r.phase.Store("measure")
+	t := time.NewTimer(r.cfg.Duration)
+	defer t.Stop()
+	var err error
+	select {
+	case <-t.C:
+	case <-early:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	r.pub.measuring.Store(false)
+	r.con.measuring.Store(false)
+	r.windowEnd = time.Now()
+	r.clientCPU = selfCPU() - r.clientCPU
+	r.phase.Store("drain")
+	r.sampleServer(ctx, false)
+	return err
+}
+
+func (r *run) runProduce(ctx context.Context) error {
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() { errc <- r.producers(ctx, stop, -1) }()
+	werr := r.window(ctx, nil)
+	r.stopped.Store(true)
+	close(stop)
+	perr := <-errc
+	r.res.Publish = r.figures(r.pub, true)
+	return firstOf(werr, perr, r.measured(r.res.Publish))
+}
+
+func (r *run) runConsume(ctx context.Context) error {
+	// Fill the backlog as fast as the system takes it.
+	r.phase.Store("fill")
+	fillStart := time.Now()
+	if err := r.producers(ctx, nil, r.cfg.Backlog); err != nil {
+		return err
+	}
+	if e := r.firstErr.Load(); e != nil {
+		return fmt.Errorf("perf: filling the backlog: %w", *e)
+	}
+	secs := time.Since(fillStart).Seconds()
+	n := r.pub.total.Load()
+	r.res.Fill = &Figures{
+		Messages: n, Bytes: n * int64(r.cfg.MessageSize), Seconds: secs,
+		MsgsPerSec: float64(n) / secs, MBPerSec: float64(n) * float64(r.cfg.MessageSize) / secs / 1e6,
+	}
+	drained := make(chan struct{})
+	var once sync.Once
+	target := r.cfg.Backlog
+	cs, err := r.consumers(ctx, func(p []byte) {
+		r.con.record(len(p), -1)
+		if r.con.total.Load() >= target {
+			once.Do(func() { close(drained) })
+		}
+	})
+	if err != nil {
+		return err
+	}
+	werr := r.window(ctx, drained)
+	r.stopped.Store(true)
+	closeAll(cs)
+	r.res.Consume = r.figures(r.con, false)
+	return firstOf(werr, r.measured(r.res.Consume))
+}
+
+func (r *run) runE2E(ctx context.Context) error {
+	cs, err := r.consumers(ctx, func(p []byte) {
+		lat := time.Duration(-1)
+		if len(p) >= minMessageSize {
+			lat = time.Duration(time.Now().UnixNano() - int64(binary.LittleEndian.Uint64(p)))
+		}
+		r.con.record(len(p), lat)
+	})
+	if err != nil {
+		return err
+	}
+	defer closeAll(cs)
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() { errc <- r.producers(ctx, stop, -1) }()
+	werr := r.window(ctx, nil)
+	close(stop)
+	perr := <-errc
+	// Let the consumers catch up with what was acknowledged, so a slow
+	// consumer shows as lag in the figures rather than as lost messages.
+	deadline := time.Now().Add(r.cfg.DrainTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	for r.con.total.Load() < r.pub.total.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
+		<-tick.C
+	}
+	tick.Stop()
+	r.stopped.Store(true)
+	r.res.Publish = r.figures(r.pub, true)
+	r.res.Consume = r.figures(r.con, true)
+	var lag error
+	if got, want := r.con.total.Load(), r.pub.total.Load(); got < want {
+		lag = fmt.Errorf("perf: consumers received %d of %d acknowledged messages within --drain-timeout %v", got, want, r.cfg.DrainTimeout)
+	}
+	return firstOf(werr, perr, lag, r.measured(r.res.Publish), r.measured(r.res.Consume))
+}
+
+func (r *run) measured(f *Figures) error {
+	if f == nil || f.Messages == 0 {
+		return ErrNothingMeasured
+	}
+	return nil
+}
+
+func firstOf(errs ...error) error {
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, context.Canceled) {
+			return e
+		}
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// figures summarises a recorder's measured window.
+func (r *run) figures(rec *recorder, withLatency bool) *Figures {
+	n, bytes, h := rec.window()
+	secs := r.windowEnd.Sub(r.windowStart).Seconds()
+	f := &Figures{Messages: n, Bytes: bytes, Seconds: secs}
+	if secs > 0 {
+		f.MsgsPerSec = float64(n) / secs
+		f.MBPerSec = float64(bytes) / secs / 1e6
+	}
+	if withLatency {
+		l := latencyOf(h)
+		f.Latency = &l
+	}
+	r.res.WarmupSeconds = r.cfg.Warmup.Seconds()
+	r.res.Seconds = secs
+	return f
+}
