@@ -315,24 +315,35 @@ type Entry = protocols.StoredEntry
 // below the high watermark. Reading at the high watermark returns nothing;
 // reading outside [start, hw] is a *protocols.OffsetOutOfRangeError.
 func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error) {
+	es, _, err := s.ReadInto(pid, from, maxBytes, nil)
+	return es, err
+}
+
+// ReadInto reads as Read does, with the entries' values in buf's storage
+// when it is large enough (buf is a buffer to reuse; nil allocates one). It
+// returns the buffer it used, which the caller may reuse once it is done
+// with the entries: a consumer reading on at full speed then allocates (and
+// the runtime clears and collects) nothing per read.
+func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) ([]Entry, []byte, error) {
+	buf = buf[:0]
 	p, err := s.partition(pid)
 	if err != nil {
-		return nil, err
+		return nil, buf, err
 	}
 	hw := p.hw.Load()
 	start := p.start.Load()
 	if from < start || from > hw {
-		return nil, &protocols.OffsetOutOfRangeError{Requested: from, Start: start, End: hw}
+		return nil, buf, &protocols.OffsetOutOfRangeError{Requested: from, Start: start, End: hw}
 	}
 	if from == hw {
-		return nil, nil
+		return nil, buf, nil
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: pidPrefix(kindEntry, pid),
 		UpperBound: logKey(kindEntry, pid, hw),
 	})
 	if err != nil {
-		return nil, err
+		return nil, buf, err
 	}
 	defer it.Close()
 	// A consumer reading on reads at the next entry's base offset: a
@@ -352,22 +363,21 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 		}
 	}
 	var (
-		buf   []byte
 		ends  []int
 		metas []Entry
 	)
 	for ; ok; ok = it.Next() {
 		_, base, valid := decodeLogKey(it.Key())
 		if !valid {
-			return nil, fmt.Errorf("%w: entry key %x", ErrCorrupt, it.Key())
+			return nil, buf, fmt.Errorf("%w: entry key %x", ErrCorrupt, it.Key())
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, err
+			return nil, buf, err
 		}
 		cnt, err := entryCount(v)
 		if err != nil {
-			return nil, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+			return nil, buf, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 		}
 		if base+cnt <= from {
 			continue // the entry before the one holding from
@@ -375,11 +385,13 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 		if len(metas) > 0 && len(buf)+len(v) > maxBytes {
 			break
 		}
-		if buf == nil {
+		if len(metas) == 0 {
 			// Sized once from the first entry, so a read of many entries
 			// does not grow by copying itself over and over, while a
 			// tailing read of one small entry stays small.
-			buf = make([]byte, 0, max(len(v), min(maxBytes, readBufSize, 8*len(v))))
+			if want := max(len(v), min(maxBytes, readBufSize, 8*len(v))); cap(buf) < want {
+				buf = make([]byte, 0, want)
+			}
 		}
 		buf = append(buf, v...)
 		ends = append(ends, len(buf))
@@ -389,14 +401,14 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 		}
 	}
 	if err := it.Error(); err != nil {
-		return nil, err
+		return nil, buf, err
 	}
 	prev := 0
 	for i := range metas {
 		metas[i].Value = buf[prev:ends[i]:ends[i]]
 		prev = ends[i]
 	}
-	return metas, nil
+	return metas, buf, nil
 }
 
 // readBufSize bounds the buffer a read allocates before it knows how much

@@ -216,6 +216,11 @@ type ProduceResult struct {
 type FetchResult struct {
 	Entries []StoredEntry
 	PartitionOffsets
+	// Recycle, when set, hands the entries' storage back to the log for
+	// the next read. A caller that is done with the entries (it copied
+	// what it needs) calls it and uses them no more; one that keeps them
+	// leaves it, and the storage is garbage collected as usual.
+	Recycle func()
 }
 
 // StoredEntry is one entry as the log holds it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
@@ -115,19 +116,37 @@ func (n *Node) Fetch(ctx context.Context, p protocols.Partition, offset int64, m
 	if err != nil {
 		return protocols.FetchResult{}, err
 	}
-	es, err := n.store.Read(pid, offset, maxBytes)
+	bp := readBufs.Get().(*[]byte)
+	es, buf, err := n.store.ReadInto(pid, offset, maxBytes, *bp)
+	*bp = buf
 	if err != nil {
+		readBufs.Put(bp)
 		return protocols.FetchResult{}, mapStoreErr(err)
 	}
 	start, hw, err := n.store.Offsets(pid)
 	if err != nil {
+		readBufs.Put(bp)
 		return protocols.FetchResult{}, mapStoreErr(err)
 	}
 	return protocols.FetchResult{
 		Entries:          es,
 		PartitionOffsets: protocols.PartitionOffsets{Start: start, HighWatermark: hw, LastStable: hw},
+		Recycle: func() {
+			if cap(*bp) <= maxPooledRead {
+				readBufs.Put(bp)
+			}
+		},
 	}, nil
 }
+
+// readBufs recycles the buffers fetches read entries into, for callers that
+// hand them back (FetchResult.Recycle): a consumer reading a backlog at full
+// speed would otherwise allocate a fresh multi-megabyte buffer per fetch,
+// which the runtime clears, collects and returns to the OS over and over.
+var readBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledRead bounds the buffers readBufs keeps.
+const maxPooledRead = 8 << 20
 
 // Offsets implements protocols.Log.
 func (n *Node) Offsets(ctx context.Context, p protocols.Partition) (protocols.PartitionOffsets, error) {

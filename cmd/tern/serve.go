@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,6 +24,7 @@ type serveFlags struct {
 	gossipAddr, meshAddr, gossipKey string
 	join                            []string
 	shutdownTimeout                 time.Duration
+	pprof                           bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -35,7 +38,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, f.shutdownTimeout)
+			return serve(cmd.Context(), cfg, f.shutdownTimeout, f.pprof)
 		},
 	}
 	fl := c.Flags()
@@ -52,6 +55,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringSliceVar(&f.join, "join", nil, "gossip host:port of nodes to join, comma separated")
 	fl.StringVar(&f.gossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
+	fl.BoolVar(&f.pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP port (for profiling; anyone who reaches the port can read them)")
 	return c
 }
 
@@ -104,7 +108,7 @@ func newLogger(cfg configs.Log) *slog.Logger {
 
 // serve runs a node until SIGINT or SIGTERM, then shuts it down gracefully.
 // A second signal during shutdown exits at once.
-func serve(ctx context.Context, cfg configs.Node, shutdownTimeout time.Duration) error {
+func serve(ctx context.Context, cfg configs.Node, shutdownTimeout time.Duration, profiles bool) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -113,6 +117,13 @@ func serve(ctx context.Context, cfg configs.Node, shutdownTimeout time.Duration)
 	node, err := proxy.New(cfg, proxy.Options{Logger: log, Version: version})
 	if err != nil {
 		return err
+	}
+	if profiles {
+		node.Handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+		node.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+		node.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+		node.Handle("GET /debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
+		node.Handle("GET /debug/pprof/cmdline", http.HandlerFunc(pprof.Cmdline))
 	}
 	if err := node.Start(); err != nil {
 		_ = node.Close(context.Background())

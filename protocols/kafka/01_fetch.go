@@ -19,6 +19,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/ternmq/tern/protocols"
@@ -139,7 +140,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 				size += len(b)
 			}
 			if size > 0 {
-				sp.RecordBatches = make([]byte, 0, size)
+				sp.RecordBatches = getBatchBuf(size)
 				for _, e := range res.Entries {
 					if e.BaseOffset >= stable {
 						break
@@ -149,10 +150,44 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 				}
 				total += size
 				remaining -= size
-			} else {
+			}
+			if res.Recycle != nil {
+				res.Recycle() // the batches were copied out
+			}
+			if size == 0 {
 				watches = append(watches, protocols.Watch{Partition: part, Offset: p.FetchOffset})
 			}
 		}
 	}
 	return resp, total, watches, urgent
+}
+
+// batchBufs recycles the buffers a fetch response's record batches are
+// copied into; the write loop hands them back once the response is encoded
+// (putFetchBufs). Without it a consumer reading at full speed allocates a
+// fresh buffer of up to a megabyte or more per partition per fetch.
+var batchBufs sync.Pool
+
+// maxPooledBatches bounds the buffers batchBufs keeps.
+const maxPooledBatches = 8 << 20
+
+func getBatchBuf(size int) []byte {
+	if bp, ok := batchBufs.Get().(*[]byte); ok && cap(*bp) >= size {
+		return (*bp)[:0]
+	}
+	return make([]byte, 0, size)
+}
+
+// putFetchBufs hands a fetch response's record batch buffers back once the
+// response is encoded; the response must not be used after.
+func putFetchBufs(resp *kmsg.FetchResponse) {
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			b := resp.Topics[i].Partitions[j].RecordBatches
+			resp.Topics[i].Partitions[j].RecordBatches = nil
+			if cap(b) > 0 && cap(b) <= maxPooledBatches {
+				batchBufs.Put(&b)
+			}
+		}
+	}
 }

@@ -252,9 +252,17 @@ func decodeRequest(frame []byte) (header, kmsg.Request, kmsg.Response, error) {
 	return h, req, nil, nil
 }
 
+// respBufs holds the buffers responses are encoded into, shared by every
+// connection's write loop: a fetch response of megabytes is encoded into a
+// buffer another connection used before, and memory follows the responses
+// being written, not the connections open.
+var respBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledResp bounds the buffers respBufs keeps.
+const maxPooledResp = 16 << 20
+
 func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
-	var buf []byte
 	broken := false
 	for r := range c.queue {
 		resp := r.resp
@@ -267,7 +275,8 @@ func (c *conn) writeLoop() {
 		}
 		if resp != nil {
 			resp.SetVersion(r.version)
-			buf = append(buf[:0], 0, 0, 0, 0)
+			bp := respBufs.Get().(*[]byte)
+			buf := append((*bp)[:0], 0, 0, 0, 0)
 			buf = binary.BigEndian.AppendUint32(buf, uint32(r.corr))
 			// The ApiVersions response header is always v0, even for
 			// flexible versions, so old clients can read the fallback.
@@ -275,14 +284,19 @@ func (c *conn) writeLoop() {
 				buf = append(buf, 0)
 			}
 			buf = resp.AppendTo(buf)
+			if fr, ok := resp.(*kmsg.FetchResponse); ok {
+				putFetchBufs(fr)
+			}
 			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-			if _, err := bw.Write(buf); err != nil {
+			_, err := bw.Write(buf)
+			if cap(buf) <= maxPooledResp {
+				*bp = buf
+				respBufs.Put(bp)
+			}
+			if err != nil {
 				broken = true
 				c.cancel()
 				continue
-			}
-			if cap(buf) > 1<<20 {
-				buf = nil
 			}
 		}
 		if r.closeAfter {
