@@ -62,6 +62,11 @@ type flow struct {
 	inReady map[msgKey]struct{}
 	sent    map[msgKey]time.Time
 	expiry  []expiry
+	// timedOut are the messages whose slots expire freed since the last
+	// takeTimedOut: the session hands them back to the node before it
+	// grants the freed permits, so the node redelivers them ahead of new
+	// messages instead of racing its own ack timer.
+	timedOut []expiry
 }
 
 // slotFlow is one log's share: permits granted to the node and not used
@@ -73,8 +78,9 @@ type slotFlow struct {
 }
 
 type expiry struct {
-	at  time.Time
-	key msgKey
+	at    time.Time
+	key   msgKey
+	entry int64
 }
 
 // grant is a Flow call to make.
@@ -125,7 +131,7 @@ func (f *flow) take(now time.Time) []item {
 		var at time.Time
 		if f.ackTimeout > 0 {
 			at = now.Add(f.ackTimeout)
-			f.expiry = append(f.expiry, expiry{at: at, key: it.key})
+			f.expiry = append(f.expiry, expiry{at: at, key: it.key, entry: it.entry})
 		}
 		f.sent[it.key] = at
 		if f.pull {
@@ -154,8 +160,16 @@ func (f *flow) expire(now time.Time) {
 		f.expiry = f.expiry[1:]
 		if at, ok := f.sent[e.key]; ok && at.Equal(e.at) {
 			delete(f.sent, e.key)
+			f.timedOut = append(f.timedOut, e)
 		}
 	}
+}
+
+// takeTimedOut returns and forgets the messages expire freed.
+func (f *flow) takeTimedOut() []expiry {
+	out := f.timedOut
+	f.timedOut = nil
+	return out
 }
 
 // release frees a held message's slot (an ack or a negative ack); it
