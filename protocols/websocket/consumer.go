@@ -532,7 +532,17 @@ func (cs *consumerSession) pump(ss *session) {
 		now := time.Now()
 		cs.mu.Lock()
 		send := cs.mu.f.take(now)
-		timedOut := cs.mu.f.takeTimedOut()
+		// Messages past their ack timeout go back to the node before the
+		// permits their slots freed are granted, so they come again before
+		// newer messages take the slots (the node's own ack timer races
+		// this one; a message it already took back is not redelivered
+		// twice).
+		var timedOut []nackEntry
+		for _, e := range cs.mu.f.takeTimedOut() {
+			if pc := cs.mu.parts[e.key.slot]; pc != nil {
+				timedOut = append(timedOut, nackEntry{pc: pc, entry: e.entry})
+			}
+		}
 		grants := cs.mu.f.grants()
 		var due []nackEntry
 		for len(cs.mu.nacks) > 0 && !cs.mu.nacks[0].at.After(now) {
@@ -562,10 +572,7 @@ func (cs *consumerSession) pump(ss *session) {
 			conss[e.pc.slot] = nil
 			cs.signal()
 		}
-		// Messages past their ack timeout go back to the node before the
-		// permits their slots freed are granted, so they come again before
-		// newer messages take the slots.
-		cs.handBack(ss, conss, timedOut)
+		cs.redeliver(ss, timedOut)
 		for _, g := range grants {
 			if c := conss[g.slot]; c != nil {
 				c.Flow(g.n)
@@ -657,34 +664,6 @@ func (cs *consumerSession) redeliver(ss *session, due []nackEntry) {
 		ctx, cancel := context.WithTimeout(ss.ctx, cs.s.cfg.SetupTimeout)
 		if err := cons.Redeliver(ctx, offs); err != nil {
 			ss.log.Debug("redelivery refused", "err", err)
-		}
-		cancel()
-	}
-}
-
-// handBack asks the node to redeliver messages the client held past the ack
-// timeout. The node's own ack timer does the same; a message it already
-// took back is not redelivered twice.
-func (cs *consumerSession) handBack(ss *session, conss []protocols.Consumer, timedOut []expiry) {
-	for len(timedOut) > 0 {
-		slot := timedOut[0].key.slot
-		var offs []int64
-		rest := timedOut[:0]
-		for _, e := range timedOut {
-			if e.key.slot == slot {
-				offs = append(offs, e.entry)
-			} else {
-				rest = append(rest, e)
-			}
-		}
-		timedOut = rest
-		c := conss[slot]
-		if c == nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(ss.ctx, cs.s.cfg.SetupTimeout)
-		if err := c.Redeliver(ctx, offs); err != nil {
-			ss.log.Debug("redelivery after the ack timeout refused", "err", err)
 		}
 		cancel()
 	}
