@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,7 +109,15 @@ type Storage struct {
 	MemtableSize Bytes `yaml:"memtable_size"`
 	// CacheSize is pebble's block cache. Default 64MiB.
 	CacheSize Bytes `yaml:"cache_size"`
+	// Compression is how the store compresses what it writes: "none"
+	// (the default: entries are kept as clients sent them, compressed or
+	// not, as Kafka and Pulsar brokers keep them), "snappy", "minlz" or
+	// "zstd" for payloads clients send uncompressed to a small disk.
+	Compression string `yaml:"compression"`
 }
+
+// StorageCompressions are the values storage.compression takes.
+var StorageCompressions = []string{"none", "snappy", "minlz", "zstd"}
 
 // Limits bound client input.
 type Limits struct {
@@ -211,6 +220,7 @@ func builtin() Node {
 			AsyncSyncInterval: Duration(100 * time.Millisecond),
 			MemtableSize:      64 << 20,
 			CacheSize:         64 << 20,
+			Compression:       "none",
 		},
 		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20},
 		Retention: Retention{MaxAge: Duration(7 * 24 * time.Hour), MaxBytes: -1, CheckInterval: Duration(time.Minute)},
@@ -310,6 +320,9 @@ func (n Node) Validate() error {
 	}
 	if n.Storage.MemtableSize < 1<<20 {
 		bad("storage.memtable_size", "%v: want at least 1MiB (64MiB recommended)", n.Storage.MemtableSize)
+	}
+	if !slices.Contains(StorageCompressions, n.Storage.Compression) {
+		bad("storage.compression", "%q: want one of %s", n.Storage.Compression, strings.Join(StorageCompressions, ", "))
 	}
 	if n.Storage.CacheSize < 0 {
 		bad("storage.cache_size", "%v: want a size of 0 or more", n.Storage.CacheSize)

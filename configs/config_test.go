@@ -64,14 +64,18 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	n.Storage.Durability = "fast"
 	n.Kafka.Namespace = "public"
 	n.Limits.MaxMessageBytes = 10
+	n.Storage.Compression = "lz4"
 	err := n.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, field := range []string{"node.region", "listeners.kafka", "storage.durability", "kafka.namespace", "limits.max_message_bytes"} {
+	for _, field := range []string{"node.region", "listeners.kafka", "storage.durability", "kafka.namespace", "limits.max_message_bytes", "storage.compression"} {
 		if !strings.Contains(err.Error(), field+":") {
 			t.Errorf("error does not name %s:\n%v", field, err)
 		}
+	}
+	if !strings.Contains(err.Error(), "want one of none, snappy, minlz, zstd") {
+		t.Errorf("error does not list the compressions: %v", err)
 	}
 	if !strings.Contains(err.Error(), "want sync or async") {
 		t.Errorf("error does not say what is accepted: %v", err)

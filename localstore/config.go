@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/sstable/block"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -26,6 +28,34 @@ const (
 // store default.
 func (d Durability) Valid() bool { return d == "" || d == DurabilitySync || d == DurabilityAsync }
 
+// Compression names a block compression for the store's files.
+type Compression string
+
+// The compressions a store can write with.
+const (
+	CompressionNone   Compression = "none"
+	CompressionSnappy Compression = "snappy"
+	CompressionMinLZ  Compression = "minlz"
+	CompressionZstd   Compression = "zstd"
+)
+
+// profile is pebble's built-in profile for c. Only built-in profiles are
+// used: pebble records the name in its OPTIONS file and looks it up again
+// when it reads that file.
+func (c Compression) profile() (*block.CompressionProfile, bool) {
+	switch c {
+	case "", CompressionNone:
+		return block.NoCompression, true
+	case CompressionSnappy:
+		return block.SnappyCompression, true
+	case CompressionMinLZ:
+		return block.MinLZCompression, true
+	case CompressionZstd:
+		return block.ZstdCompression, true
+	}
+	return nil, false
+}
+
 // Config configures a Store.
 type Config struct {
 	// Dir is the directory pebble lives in. Required.
@@ -38,6 +68,12 @@ type Config struct {
 	MemTableSize uint64
 	// CacheSize is pebble's block cache in bytes. Default 64 MiB.
 	CacheSize int64
+	// Compression is the block compression of what pebble writes to its
+	// files: CompressionNone (the default), CompressionSnappy,
+	// CompressionMinLZ or CompressionZstd. Entries arrive as clients
+	// batched them, often compressed already; compressing them again
+	// costs the flush CPU and garbage and saves nothing on such data.
+	Compression Compression
 	// BlobMinSize is the smallest value kept in blob files outside the
 	// LSM (pebble's value separation): log entries of at least this many
 	// bytes are written once at flush and never rewritten by compactions.
@@ -78,6 +114,9 @@ func (c Config) Validate() error {
 	}
 	if !c.Durability.Valid() {
 		errs = append(errs, fmt.Errorf("localstore: durability %q: want sync or async", c.Durability))
+	}
+	if _, ok := c.Compression.profile(); !ok {
+		errs = append(errs, fmt.Errorf("localstore: compression %q: want none, snappy, minlz or zstd", c.Compression))
 	}
 	if c.AsyncSyncInterval < 0 {
 		errs = append(errs, fmt.Errorf("localstore: async sync interval %v is negative", c.AsyncSyncInterval))

@@ -72,6 +72,10 @@ func Open(cfg Config) (*Store, error) {
 			WriteStallBegin: func(pebble.WriteStallBeginInfo) { s.writeStalls.Add(1) },
 		},
 	}
+	profile, _ := cfg.Compression.profile()
+	opts.ApplyCompressionSettings(func() pebble.DBCompressionSettings {
+		return pebble.UniformDBCompressionSettings(profile)
+	})
 	if cfg.BlobMinSize > 0 {
 		// Log entries are written once and read back in order; keeping
 		// them out of the LSM's sstables (in blob files the sstables point

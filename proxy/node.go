@@ -130,6 +130,7 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 		Dir:               cfg.DataDir,
 		MemTableSize:      uint64(cfg.Storage.MemtableSize),
 		CacheSize:         int64(cfg.Storage.CacheSize),
+		Compression:       localstore.Compression(cfg.Storage.Compression),
 		Durability:        localstore.Durability(cfg.Storage.Durability),
 		AsyncSyncInterval: time.Duration(cfg.Storage.AsyncSyncInterval),
 		Now:               opts.Now,
