@@ -111,6 +111,12 @@ func TestKafkaBadFrames(t *testing.T) {
 	if !strings.Contains(string(body), want) || !strings.Contains(string(body), `tern_kafka_requests_total{api="Produce"`) {
 		t.Errorf("/metrics lacks %q or the Produce request count:\n%s", want, grepLines(string(body), "tern_kafka"))
 	}
+	// Answered requests are timed, by API.
+	for _, api := range []string{"Produce", "Metadata"} {
+		if !strings.Contains(string(body), fmt.Sprintf(`tern_kafka_request_seconds_count{api="%s",node="%s",region="local"}`, api, node.Name)) {
+			t.Errorf("/metrics has no request time for %s:\n%s", api, grepLines(string(body), "tern_kafka_request_seconds_count"))
+		}
+	}
 }
 
 func grepLines(s, sub string) string {

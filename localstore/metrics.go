@@ -1,5 +1,7 @@
 package localstore
 
+import dto "github.com/prometheus/client_model/go"
+
 // Metrics is a snapshot of storage figures for /metrics and the admin API.
 type Metrics struct {
 	Topics     int
@@ -64,3 +66,38 @@ func (s *Store) Metrics() Metrics {
 // opened: one atomic load, for callers that estimate growth between the
 // (costlier) Metrics samples.
 func (s *Store) AppendedBytes() int64 { return s.stats.appendBytes.Load() }
+
+// FsyncHistogram is the distribution of pebble's WAL fsync latency since
+// open: cumulative counts per upper bound in seconds, as Prometheus
+// histograms are built.
+type FsyncHistogram struct {
+	Count   uint64
+	Sum     float64
+	Buckets map[float64]uint64
+}
+
+// WALFsyncLatency returns the WAL fsync histogram. The second result is
+// false when the store is closed or pebble keeps no histogram.
+func (s *Store) WALFsyncLatency() (FsyncHistogram, bool) {
+	if s.closed.Load() {
+		return FsyncHistogram{}, false
+	}
+	h := s.db.Metrics().LogWriter.FsyncLatency
+	if h == nil {
+		return FsyncHistogram{}, false
+	}
+	var m dto.Metric
+	if err := h.Write(&m); err != nil || m.Histogram == nil {
+		return FsyncHistogram{}, false
+	}
+	// pebble observes durations in nanoseconds.
+	out := FsyncHistogram{
+		Count:   m.Histogram.GetSampleCount(),
+		Sum:     m.Histogram.GetSampleSum() / 1e9,
+		Buckets: make(map[float64]uint64, len(m.Histogram.Bucket)),
+	}
+	for _, b := range m.Histogram.Bucket {
+		out.Buckets[b.GetUpperBound()/1e9] = b.GetCumulativeCount()
+	}
+	return out, true
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ternmq/tern/dedup"
 	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
@@ -19,6 +21,10 @@ import (
 type kafkaState struct {
 	// srv is the running Kafka front end, for metrics.
 	srv atomic.Pointer[kafka.Server]
+	// reqTimeVec is the request time histogram; reqTime caches its
+	// observer per API key.
+	reqTimeVec *prometheus.HistogramVec
+	reqTime    [96]atomic.Pointer[prometheus.Observer]
 
 	mu    sync.Mutex
 	parts map[localstore.PartitionID]*idemPart

@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,12 +21,50 @@ func (n *Node) kafkaServer() ProtocolServer {
 	cfg.MaxConnections = n.cfg.Limits.MaxConnections
 	cfg.Logger = n.log
 	cfg.Now = n.opts.Now
+	cfg.ObserveRequest = n.observeKafkaRequest
 	srv, err := kafka.New(cfg, n)
 	if err != nil {
 		return failedServer{err}
 	}
 	n.kafka.srv.Store(srv)
 	return srv
+}
+
+// kafkaRequestBuckets are the upper bounds, in seconds, of the request
+// time histogram: fine below 10 ms, where an acknowledged produce should
+// be, then coarse up to a long-polling fetch's wait.
+var kafkaRequestBuckets = []float64{
+	0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
+	0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+func newKafkaRequestTime(node, region string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tern_kafka_request_seconds",
+		Help: "Time from a Kafka request being read to its response being written, by API " +
+			"(a Produce with acks=all includes its fsync, a Fetch its long-poll wait).",
+		Buckets:     kafkaRequestBuckets,
+		ConstLabels: prometheus.Labels{"node": node, "region": region},
+	}, []string{"api"})
+}
+
+// observeKafkaRequest feeds the request time histogram; the API's
+// observer is looked up once per key and kept.
+func (n *Node) observeKafkaRequest(key int16, d time.Duration) {
+	if key < 0 || int(key) >= len(n.kafka.reqTime) {
+		return
+	}
+	o := n.kafka.reqTime[key].Load()
+	if o == nil {
+		name := kmsg.NameForKey(key)
+		if name == "" {
+			return
+		}
+		h := n.kafka.reqTimeVec.WithLabelValues(name)
+		o = &h
+		n.kafka.reqTime[key].Store(o)
+	}
+	(*o).Observe(d.Seconds())
 }
 
 // kafkaCollector adapts kafka.Metrics to Prometheus at scrape time.

@@ -9,7 +9,9 @@ import (
 // one, so several nodes can run in one process).
 func (n *Node) newRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
+	n.kafka.reqTimeVec = newKafkaRequestTime(n.cfg.Node.Name, n.cfg.Node.Region)
 	r.MustRegister(
+		n.kafka.reqTimeVec,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{n: n},
@@ -47,6 +49,9 @@ var (
 	}
 )
 
+var walFsyncDesc = prometheus.NewDesc("tern_storage_wal_fsync_seconds",
+	"Latency of pebble's WAL fsyncs; each acknowledged append in sync durability waits for one.", labels, nil)
+
 func init() {
 	for _, d := range descList {
 		descs[d.name] = prometheus.NewDesc(d.name, d.help, labels, nil)
@@ -57,6 +62,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range descs {
 		ch <- d
 	}
+	ch <- walFsyncDesc
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -90,5 +96,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			typ = prometheus.CounterValue
 		}
 		ch <- prometheus.MustNewConstMetric(descs[d.name], typ, vals[d.name], c.n.cfg.Node.Name, c.n.cfg.Node.Region)
+	}
+	if h, ok := c.n.store.WALFsyncLatency(); ok {
+		ch <- prometheus.MustNewConstHistogram(walFsyncDesc, h.Count, h.Sum, h.Buckets, c.n.cfg.Node.Name, c.n.cfg.Node.Region)
 	}
 }

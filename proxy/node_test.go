@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -167,4 +168,24 @@ func TestHealthReadyMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	// The produce waited for a WAL fsync, which the histogram counts.
+	if n := metricValue(t, body, `tern_storage_wal_fsync_seconds_count{node="node-1",region="local"}`); n < 1 {
+		t.Errorf("WAL fsync histogram counts %v fsyncs after a synced produce", n)
+	}
+}
+
+// metricValue is the value of the exposition line starting with series,
+// or -1 when there is none.
+func metricValue(t *testing.T, body, series string) float64 {
+	t.Helper()
+	for _, l := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(l, series+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			return v
+		}
+	}
+	return -1
 }

@@ -38,6 +38,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of the group coordinator. Default time.Now.
 	Now func() time.Time
+	// ObserveRequest, if set, is told each answered request's API key and
+	// the time from its frame being read to its response being handed to
+	// the connection (Kafka's request total time; a Fetch includes its
+	// long-poll wait, a Produce with acks=all its fsync). It runs on the
+	// connection's writer and must not block.
+	ObserveRequest func(key int16, d time.Duration)
 }
 
 // DefaultConfig is the configuration a node runs with unless told

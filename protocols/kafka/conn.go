@@ -42,6 +42,9 @@ type reply struct {
 	// closeAfter closes the connection once the reply is handled (acks=0
 	// produce errors, as Kafka does).
 	closeAfter bool
+	// received is when the request's frame was read, for the request
+	// time observer.
+	received time.Time
 }
 
 // conn is one client connection.
@@ -138,10 +141,12 @@ func (c *conn) readLoop() error {
 			}
 			return c.readErr(err)
 		}
+		received := time.Now()
 		r, err := c.handle(buf)
 		if err != nil {
 			return err
 		}
+		r.received = received
 		if r.key == kmsg.Produce.Int16() && cap(buf) <= maxSpareFrame {
 			spare = buf
 		}
@@ -289,6 +294,9 @@ func (c *conn) writeLoop() {
 			}
 			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 			_, err := bw.Write(buf)
+			if obs := c.s.cfg.ObserveRequest; obs != nil {
+				obs(r.key, time.Since(r.received))
+			}
 			if cap(buf) <= maxPooledResp {
 				*bp = buf
 				respBufs.Put(bp)
