@@ -44,6 +44,8 @@ type Result struct {
 	// microseconds: on a machine whose cores the clients share with the
 	// server, a heavier client leaves the server less.
 	ClientCPUPerMsg float64 `json:"client_cpu_us_per_msg"`
+	// ClientGOGC is the load generator's Go GC target during the run.
+	ClientGOGC int `json:"client_gogc"`
 
 	Errors int64 `json:"errors"`
 }
@@ -230,7 +232,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "server: RSS peak %.1f MiB, CPU %.2f s in the window (%.1f us/msg)\n",
 			float64(s.RSSPeak)/(1<<20), s.CPUSeconds, s.CPUPerMsg)
 	}
-	fmt.Fprintf(w, "client: CPU %.1f us/msg\n", res.ClientCPUPerMsg)
+	fmt.Fprintf(w, "client: CPU %.1f us/msg, GOGC %d\n", res.ClientCPUPerMsg, res.ClientGOGC)
 	if res.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d\n", res.Errors)
 	}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +25,14 @@ func Run(ctx context.Context, cfg Config, d Driver) (*Result, error) {
 	if cfg.Label == "" {
 		cfg.Label = d.Name()
 	}
+	if cfg.ClientGOGC > 0 {
+		defer debug.SetGCPercent(debug.SetGCPercent(cfg.ClientGOGC))
+	}
 	r := &run{cfg: cfg, d: d, pub: newRecorder(), con: newRecorder(), start: time.Now()}
 	r.res = &Result{
 		Label: cfg.Label, Mode: cfg.Mode, Topic: cfg.Topic, MessageSize: cfg.MessageSize,
 		Partitions: cfg.Partitions, Producers: cfg.Producers, Consumers: cfg.Consumers,
-		Rate: cfg.Rate, Start: r.start, LoadStart: loadAvg(),
+		Rate: cfg.Rate, Start: r.start, LoadStart: loadAvg(), ClientGOGC: clientGOGC(cfg),
 	}
 	if err := d.CreateTopic(ctx, cfg.Topic, cfg.Partitions); err != nil {
 		return nil, fmt.Errorf("perf: create topic %s: %w", cfg.Topic, err)
@@ -390,4 +396,16 @@ func (r *run) figures(rec *recorder, withLatency bool) *Figures {
 	r.res.WarmupSeconds = r.cfg.Warmup.Seconds()
 	r.res.Seconds = secs
 	return f
+}
+
+// clientGOGC is the GC target the load generator runs with: the
+// configured one, else what the process was started with.
+func clientGOGC(cfg Config) int {
+	if cfg.ClientGOGC > 0 {
+		return cfg.ClientGOGC
+	}
+	if v, err := strconv.Atoi(os.Getenv("GOGC")); err == nil {
+		return v
+	}
+	return 100
 }
