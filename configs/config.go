@@ -133,6 +133,12 @@ type Limits struct {
 	MaxInflightBytes Bytes `yaml:"max_inflight_bytes"`
 	// DiskQuota bounds the log's size on disk; 0 means no quota.
 	DiskQuota Bytes `yaml:"disk_quota"`
+	// HeapLimit is the soft limit `tern serve` gives Go's memory (the
+	// runtime's GOMEMLIMIT; the environment variable wins when set): near
+	// it the collector runs more often instead of letting the heap grow.
+	// pebble's memtables and block cache are outside it. 0 sets none.
+	// Default 80MiB.
+	HeapLimit Bytes `yaml:"heap_limit"`
 }
 
 // Retention is the default retention.
@@ -222,7 +228,7 @@ func builtin() Node {
 			CacheSize:         64 << 20,
 			Compression:       "none",
 		},
-		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20},
+		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20, HeapLimit: 80 << 20},
 		Retention: Retention{MaxAge: Duration(7 * 24 * time.Hour), MaxBytes: -1, CheckInterval: Duration(time.Minute)},
 		Kafka:     Kafka{Namespace: "public/default", AutoCreateTopics: true, DefaultPartitions: 1},
 		Log:       Log{Level: "info", Format: "text"},
@@ -335,6 +341,9 @@ func (n Node) Validate() error {
 	}
 	if n.Limits.MaxInflightBytes < n.Limits.MaxMessageBytes {
 		bad("limits.max_inflight_bytes", "%v is below limits.max_message_bytes %v; raise it", n.Limits.MaxInflightBytes, n.Limits.MaxMessageBytes)
+	}
+	if n.Limits.HeapLimit != 0 && n.Limits.HeapLimit < 16<<20 {
+		bad("limits.heap_limit", "%v: want 0 (no limit) or at least 16MiB (80MiB recommended)", n.Limits.HeapLimit)
 	}
 	if n.Limits.DiskQuota < 0 {
 		bad("limits.disk_quota", "%v: want 0 (no quota) or a size", n.Limits.DiskQuota)

@@ -124,6 +124,8 @@ func startTern(cfg Config) (*Running, error) {
 	c.Listeners.Kafka, c.Listeners.Pulsar, c.Listeners.HTTP = ports[0], ports[1], ports[2]
 	c.Listeners.AdvertisedHost = "127.0.0.1"
 	c.Mesh.GossipAddr, c.Mesh.MeshAddr = ports[3], ports[4]
+	// The peer process is tern's alone, as under tern serve.
+	proxy.SetProcessHeapLimit(cfg.Logger, int64(c.Limits.HeapLimit))
 	n, err := proxy.New(c, proxy.Options{Logger: cfg.Logger, Version: "bench"})
 	if err != nil {
 		return nil, err

@@ -114,6 +114,7 @@ func serve(ctx context.Context, cfg configs.Node, shutdownTimeout time.Duration,
 	}
 	log := newLogger(cfg.Log)
 	slog.SetDefault(log)
+	proxy.SetProcessHeapLimit(log, int64(cfg.Limits.HeapLimit))
 	node, err := proxy.New(cfg, proxy.Options{Logger: log, Version: version})
 	if err != nil {
 		return err
