@@ -21,6 +21,7 @@ func TestConfigValidate(t *testing.T) {
 		{"consume backlog", func(c *Config) { c.Mode, c.Backlog = ModeConsume, 0 }, []string{"--backlog"}},
 		{"e2e consumers", func(c *Config) { c.Mode, c.Consumers = ModeE2E, 0 }, []string{"--consumers"}},
 		{"times", func(c *Config) { c.Duration, c.Warmup, c.Interval = 0, -1, 0 }, []string{"--duration", "--warmup", "--interval"}},
+		{"client gc", func(c *Config) { c.ClientGOGC = -5 }, []string{"--client-gogc -5"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

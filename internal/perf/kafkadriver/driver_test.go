@@ -3,6 +3,7 @@ package kafkadriver_test
 import (
 	"bytes"
 	"context"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -45,12 +46,21 @@ func TestWorkloads(t *testing.T) {
 			w.Progress = &progress
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
+			prevGC := debug.SetGCPercent(123)
 			res, err := perf.Run(ctx, w, d)
+			afterGC := debug.SetGCPercent(prevGC)
 			if err != nil {
 				t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
 			}
 			if res.Errors != 0 {
 				t.Errorf("%d errors", res.Errors)
+			}
+			// The run's GC target is reported and the process's is back.
+			if res.ClientGOGC != 400 {
+				t.Errorf("client GOGC %d in the result, want the default 400", res.ClientGOGC)
+			}
+			if afterGC != 123 {
+				t.Errorf("GC percent %d after the run, want the process's 123 back", afterGC)
 			}
 			switch mode {
 			case perf.ModeProduce:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ type Flags struct {
 	Acks        string
 	Linger      time.Duration
 	Compression string
+	// CPUProfile, if set, is where the load generator's own CPU profile
+	// of the run goes (the client library's cost, which shares the
+	// machine with the server).
+	CPUProfile string
 }
 
 // Factory makes the driver for one protocol from the flags.
@@ -105,6 +110,7 @@ func command(mode perf.Mode, short string, opts Options) *cobra.Command {
 	fl.StringVar(&f.Acks, "acks", "all", "Kafka acks: all, 1 or 0")
 	fl.DurationVar(&f.Linger, "linger", time.Millisecond, "producer batching delay (Kafka linger, Pulsar batching max publish delay)")
 	fl.StringVar(&f.Compression, "compression", "none", "Kafka batch compression: none, gzip, snappy, lz4, zstd")
+	fl.StringVar(&f.CPUProfile, "client-cpuprofile", "", "write this load generator's CPU profile of the run to this file")
 	return c
 }
 
@@ -151,6 +157,17 @@ func run(cmd *cobra.Command, f *Flags, opts Options) error {
 		cfg.Label = "jetstream"
 	}
 	cfg.Probe = probe(ctx, f, opts, progress)
+	if f.CPUProfile != "" {
+		pf, err := os.Create(f.CPUProfile)
+		if err != nil {
+			return UsageError{fmt.Errorf("--client-cpuprofile: %w", err)}
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("--client-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res, err := perf.Run(ctx, cfg, d)
 	if res != nil && (err == nil || res.Publish != nil || res.Consume != nil) {
 		var werr error
