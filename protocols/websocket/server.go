@@ -123,6 +123,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	ss := s.newSession(c, t.kind, r.RemoteAddr)
 	ss.log = ss.log.With(logAttrs(t)...)
 	ss.ep = ep
+	// The client has its 101 from here on: the session counts as opened
+	// even when a shutdown that began meanwhile closes it at once.
+	s.m.opened(t.kind, 1)
+	defer s.m.opened(t.kind, -1)
 	registered = s.register(ss)
 	if !registered {
 		ep.abort()
@@ -130,11 +134,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 		ss.end()
 		return nil
 	}
-	s.m.opened(t.kind, 1)
-	defer func() {
-		s.m.opened(t.kind, -1)
-		s.deregister(ss)
-	}()
+	defer s.deregister(ss)
 	ep.run(ss)
 	ss.end()
 	return nil
