@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ternmq/tern/bench/peer"
 	"github.com/ternmq/tern/internal/perf"
 )
 
@@ -43,6 +44,11 @@ type Config struct {
 	// ProfileDir, if set, receives a CPU and an allocation profile of
 	// every server run (SYSTEM-WORKLOAD-rN.cpu.pprof, .allocs.pprof).
 	ProfileDir string
+	// TernBinary, if set, is a tern binary whose `serve` runs the tern
+	// systems instead of the server built into tern-bench: the process
+	// measured is then the product itself (the peer binary also links
+	// NATS and the Pulsar client, which it keeps resident).
+	TernBinary string
 }
 
 // DefaultConfig is three rounds of produce, consume and e2e against
@@ -80,6 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.Rounds < 1 {
 		errs = append(errs, fmt.Errorf("compare: --rounds %d: want at least 1", c.Rounds))
+	}
+	if c.TernBinary != "" && c.ProfileDir != "" {
+		errs = append(errs, errors.New("compare: --profile-dir profiles the server built into tern-bench; leave out --tern (or profile tern serve through its --pprof)"))
 	}
 	if c.E2ERate < 0 {
 		errs = append(errs, fmt.Errorf("compare: --e2e-rate %d: want 0 (half of the maximum) or a rate", c.E2ERate))
@@ -137,6 +146,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, s := range cfg.Systems {
 		targets[i], _ = lookupTarget(s)
 		rep.Notes = append(rep.Notes, targets[i].note)
+		if cfg.TernBinary != "" && targets[i].self == "" && targets[i].peerArgs[0] == peer.Tern {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: served by %s serve", targets[i].name, cfg.TernBinary))
+		}
 	}
 	for _, m := range cfg.Modes {
 		for r := range cfg.Rounds {
@@ -188,7 +200,12 @@ func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int)
 	if t.self != "" {
 		self = t.self
 	}
-	p, err := startPeer(ctx, self, args, filepath.Join(dir, "data"))
+	var p *peerProc
+	if cfg.TernBinary != "" && t.self == "" && t.peerArgs[0] == peer.Tern {
+		p, err = startServe(ctx, cfg.TernBinary, durability(t.peerArgs), dir)
+	} else {
+		p, err = startPeer(ctx, self, args, filepath.Join(dir, "data"))
+	}
 	if err != nil {
 		return nil, err
 	}

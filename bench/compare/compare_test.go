@@ -3,7 +3,10 @@ package compare
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +70,66 @@ func TestCompareTiny(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestCompareTernServe runs tern's systems as `tern serve` processes of
+// a tern binary built for the test.
+func TestCompareTernServe(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "tern-real")
+	build := exec.Command("go", "build", "-o", real, "github.com/ternmq/tern/cmd/tern")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build tern: %v\n%s", err, out)
+	}
+	// The binary given to compare notes each start, then becomes tern.
+	marker := filepath.Join(dir, "started")
+	bin := filepath.Join(dir, "tern")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$@\" >> %s\nexec %s \"$@\"\n", marker, real)
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Systems = []string{"tern/kafka", "tern-async/kafka"}
+	cfg.Modes = []perf.Mode{perf.ModeProduce}
+	cfg.Rounds = 1
+	cfg.Self = os.Args[0]
+	cfg.Dir = t.TempDir()
+	cfg.TernBinary = bin
+	cfg.Workload.Warmup = 0
+	cfg.Workload.Duration = 500 * time.Millisecond
+	cfg.Workload.MessageSize = 256
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		if f := headline(r); f == nil || f.Messages == 0 {
+			t.Errorf("%s: no messages", r.Label)
+		}
+		if r.Server == nil || r.Server.RSSPeak <= 0 {
+			t.Errorf("%s: no server RSS", r.Label)
+		}
+	}
+	served := 0
+	for _, n := range rep.Notes {
+		if strings.Contains(n, "served by "+bin+" serve") {
+			served++
+		}
+	}
+	if served != 2 {
+		t.Errorf("notes do not say both systems ran under tern serve: %q", rep.Notes)
+	}
+	starts, _ := os.ReadFile(marker)
+	if n := strings.Count(string(starts), "serve --config"); n != 2 {
+		t.Errorf("tern serve started %d times, want 2:\n%s", n, starts)
 	}
 }
 

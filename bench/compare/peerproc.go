@@ -15,10 +15,12 @@ import (
 	"github.com/ternmq/tern/bench/peer"
 )
 
-// peerProc is a server running in a child process (tern-bench peer).
+// peerProc is a server running in a child process (tern-bench peer, or
+// tern serve when term is set).
 type peerProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
+	term   bool
 	addrs  peer.Addrs
 	stderr *tailBuffer
 	exited chan error
@@ -75,10 +77,14 @@ func startPeer(ctx context.Context, self string, args []string, dir string) (*pe
 
 func (p *peerProc) pid() int { return p.cmd.Process.Pid }
 
-// stop closes the peer's stdin, which makes it shut down cleanly, and
-// kills it if it has not exited within a minute.
+// stop closes the peer's stdin (or signals tern serve), which makes it
+// shut down cleanly, and kills it if it has not exited within a minute.
 func (p *peerProc) stop() error {
-	_ = p.stdin.Close()
+	if p.term {
+		signalStop(p)
+	} else {
+		_ = p.stdin.Close()
+	}
 	t := time.NewTimer(time.Minute)
 	defer t.Stop()
 	select {

@@ -117,7 +117,7 @@ func startTern(cfg Config) (*Running, error) {
 	var err error
 	ports := make([]string, 5)
 	for i := range ports {
-		if ports[i], err = freePort(i == 4); err != nil {
+		if ports[i], err = FreePort(i == 4); err != nil {
 			return nil, err
 		}
 	}
@@ -183,8 +183,9 @@ func startJetStream(cfg Config) (*Running, error) {
 	}, nil
 }
 
-// freePort returns a loopback host:port that was free a moment ago.
-func freePort(udp bool) (string, error) {
+// FreePort returns a loopback host:port that was free a moment ago (TCP,
+// or UDP for QUIC).
+func FreePort(udp bool) (string, error) {
 	if udp {
 		c, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
