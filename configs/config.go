@@ -137,7 +137,7 @@ type Limits struct {
 	// runtime's GOMEMLIMIT; the environment variable wins when set): near
 	// it the collector runs more often instead of letting the heap grow.
 	// pebble's memtables and block cache are outside it. 0 sets none.
-	// Default 80MiB.
+	// Default 72MiB.
 	HeapLimit Bytes `yaml:"heap_limit"`
 }
 
@@ -228,7 +228,7 @@ func builtin() Node {
 			CacheSize:         64 << 20,
 			Compression:       "none",
 		},
-		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20, HeapLimit: 80 << 20},
+		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20, HeapLimit: 72 << 20},
 		Retention: Retention{MaxAge: Duration(7 * 24 * time.Hour), MaxBytes: -1, CheckInterval: Duration(time.Minute)},
 		Kafka:     Kafka{Namespace: "public/default", AutoCreateTopics: true, DefaultPartitions: 1},
 		Log:       Log{Level: "info", Format: "text"},
@@ -343,7 +343,7 @@ func (n Node) Validate() error {
 		bad("limits.max_inflight_bytes", "%v is below limits.max_message_bytes %v; raise it", n.Limits.MaxInflightBytes, n.Limits.MaxMessageBytes)
 	}
 	if n.Limits.HeapLimit != 0 && n.Limits.HeapLimit < 16<<20 {
-		bad("limits.heap_limit", "%v: want 0 (no limit) or at least 16MiB (80MiB recommended)", n.Limits.HeapLimit)
+		bad("limits.heap_limit", "%v: want 0 (no limit) or at least 16MiB (72MiB recommended)", n.Limits.HeapLimit)
 	}
 	if n.Limits.DiskQuota < 0 {
 		bad("limits.disk_quota", "%v: want 0 (no quota) or a size", n.Limits.DiskQuota)
