@@ -31,23 +31,10 @@ func TestMain(m *testing.M) {
 // TestCompareTiny compares tern, kfake and JetStream in a tiny run of
 // every workload and checks the tables and the ratios are printed.
 func TestCompareTiny(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := tinyConfig(t)
 	cfg.Systems = []string{"tern/kafka", "kfake", "jetstream"}
-	cfg.Rounds = 1
-	cfg.Self = os.Args[0]
-	cfg.Dir = t.TempDir()
-	cfg.Workload.Warmup = 0
-	cfg.Workload.Duration = 500 * time.Millisecond
 	cfg.Workload.Backlog = 2000
-	cfg.Workload.MessageSize = 256
-	var progress bytes.Buffer
-	cfg.Progress = &progress
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
-	}
+	rep := runTiny(t, cfg)
 	if got, want := len(rep.Runs), 3*3; got != want {
 		t.Fatalf("%d runs, want %d", got, want)
 	}
@@ -89,24 +76,11 @@ func TestCompareTernServe(t *testing.T) {
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := tinyConfig(t)
 	cfg.Systems = []string{"tern/kafka", "tern-async/kafka"}
 	cfg.Modes = []perf.Mode{perf.ModeProduce}
-	cfg.Rounds = 1
-	cfg.Self = os.Args[0]
-	cfg.Dir = t.TempDir()
 	cfg.TernBinary = bin
-	cfg.Workload.Warmup = 0
-	cfg.Workload.Duration = 500 * time.Millisecond
-	cfg.Workload.MessageSize = 256
-	var progress bytes.Buffer
-	cfg.Progress = &progress
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
-	}
+	rep := runTiny(t, cfg)
 	if len(rep.Runs) != 2 {
 		t.Fatalf("%d runs, want 2", len(rep.Runs))
 	}
@@ -131,6 +105,33 @@ func TestCompareTernServe(t *testing.T) {
 	if n := strings.Count(string(starts), "serve --config"); n != 2 {
 		t.Errorf("tern serve started %d times, want 2:\n%s", n, starts)
 	}
+}
+
+// tinyConfig is one round of half-second runs of small messages, with
+// this test binary as the peer.
+func tinyConfig(t *testing.T) Config {
+	cfg := DefaultConfig()
+	cfg.Rounds = 1
+	cfg.Self = os.Args[0]
+	cfg.Dir = t.TempDir()
+	cfg.Workload.Warmup = 0
+	cfg.Workload.Duration = 500 * time.Millisecond
+	cfg.Workload.MessageSize = 256
+	return cfg
+}
+
+// runTiny runs cfg, failing the test with the progress lines on error.
+func runTiny(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	return rep
 }
 
 func TestValidate(t *testing.T) {
