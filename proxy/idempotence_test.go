@@ -143,3 +143,53 @@ func TestIdempotenceExpiry(t *testing.T) {
 		t.Fatalf("after the expiry: producer 100 stored=%v (want false), 200 stored=%v (want true)", stored(100), stored(200))
 	}
 }
+
+// TestDeleteTopicForgetsDedupState: deleting a topic drops the in-memory
+// Kafka idempotence tables of its partitions, and producing to a topic of
+// the same name afterwards starts from an empty table.
+func TestDeleteTopicForgetsDedupState(t *testing.T) {
+	n := testcluster.Start(t).Node(0)
+	ctx := context.Background()
+	name, _ := protocols.ParseTopicName("gone", "public/default")
+	keep, _ := protocols.ParseTopicName("kept", "public/default")
+	for _, tn := range []protocols.TopicName{name, keep} {
+		if _, err := n.Proxy().CreateTopic(ctx, tn, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid, err := n.Proxy().NewProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := func(tn protocols.TopicName, part int) protocols.ProduceResult {
+		t.Helper()
+		r, err := n.Proxy().Produce(ctx, protocols.Partition{Topic: tn, Index: part}, protocols.ProduceRequest{Batch: idemBatch(t, pid, 0, 0, 2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, tn := range []protocols.TopicName{name, keep} {
+		produce(tn, 0)
+		produce(tn, 1)
+	}
+	if k, _, _ := n.Proxy().CachedPartitionStates(); k != 4 {
+		t.Fatalf("%d Kafka idempotence tables cached after producing to 4 partitions", k)
+	}
+	if err := n.Proxy().DeleteTopic(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if k, _, _ := n.Proxy().CachedPartitionStates(); k != 2 {
+		t.Fatalf("%d Kafka idempotence tables cached after deleting a topic of 2 partitions, want 2", k)
+	}
+	// The kept topic still knows the producer: a resend is a duplicate.
+	if r := produce(keep, 0); r.BaseOffset != 0 {
+		t.Fatalf("resend to the kept topic landed at %d, want the original offset 0", r.BaseOffset)
+	}
+	if _, err := n.Proxy().CreateTopic(ctx, name, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := produce(name, 0); r.BaseOffset != 0 {
+		t.Fatalf("first batch to the recreated topic at %d", r.BaseOffset)
+	}
+}

@@ -175,12 +175,50 @@ func (n *Node) CreateTopic(ctx context.Context, name protocols.TopicName, partit
 
 // DeleteTopic implements protocols.Topics.
 func (n *Node) DeleteTopic(ctx context.Context, name protocols.TopicName) error {
+	var pids []localstore.PartitionID
+	if t, err := n.store.Topic(name.String()); err == nil {
+		pids = t.PIDs
+	}
 	err := n.store.DeleteTopic(name.String())
 	n.invalidateTopics()
 	if err == nil {
+		n.forgetPartitions(pids)
 		n.log.Info("topic deleted", "topic", name.String())
 	}
 	return mapStoreErr(err)
+}
+
+// forgetPartitions drops what the node caches in memory for deleted
+// partitions: the Kafka idempotence tables, the Pulsar producer dedup
+// states and the replication dedup states (localstore deletes their
+// persisted copies with the topic). Partition ids are never reused, so
+// a stale entry is never wrong, only kept for nothing.
+func (n *Node) forgetPartitions(pids []localstore.PartitionID) {
+	if len(pids) == 0 {
+		return
+	}
+	gone := make(map[localstore.PartitionID]bool, len(pids))
+	for _, pid := range pids {
+		gone[pid] = true
+	}
+	n.kafka.mu.Lock()
+	for _, pid := range pids {
+		delete(n.kafka.parts, pid)
+	}
+	n.kafka.mu.Unlock()
+	d := &n.messaging().dedup
+	d.mu.Lock()
+	for _, pid := range pids {
+		delete(d.parts, pid)
+	}
+	d.mu.Unlock()
+	n.repl.dedup.Lock()
+	for k := range n.repl.dedup.m {
+		if gone[k.pid] {
+			delete(n.repl.dedup.m, k)
+		}
+	}
+	n.repl.dedup.Unlock()
 }
 
 // ListTopics implements protocols.Topics.

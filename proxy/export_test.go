@@ -1,0 +1,18 @@
+package proxy
+
+// CachedPartitionStates counts the partitions the node keeps dedup state
+// for in memory: Kafka idempotence tables, Pulsar producer dedup states and
+// replication dedup states.
+func (n *Node) CachedPartitionStates() (kafka, pulsar, repl int) {
+	n.kafka.mu.Lock()
+	kafka = len(n.kafka.parts)
+	n.kafka.mu.Unlock()
+	d := &n.messaging().dedup
+	d.mu.Lock()
+	pulsar = len(d.parts)
+	d.mu.Unlock()
+	n.repl.dedup.Lock()
+	repl = len(n.repl.dedup.m)
+	n.repl.dedup.Unlock()
+	return kafka, pulsar, repl
+}
