@@ -169,18 +169,31 @@ func TestDeleteTopicForgetsDedupState(t *testing.T) {
 		}
 		return r
 	}
+	// Pulsar producers dedup by name where the namespace asks for it.
+	on := true
+	if err := n.Proxy().UpdateNamespacePolicies(ctx, name.NamespaceName(), func(p *proxy.Policies) error { p.Deduplication = &on; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	pulsarSend := func(tn protocols.TopicName, part int) {
+		t.Helper()
+		env := protocols.Envelope{ProducerName: "p-" + tn.Local, SequenceFirst: 7, SequenceLast: 7}
+		if _, err := n.Proxy().Produce(ctx, protocols.Partition{Topic: tn, Index: part}, protocols.ProduceRequest{Envelope: env, Batch: batchOf(t, "x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tn := range []protocols.TopicName{name, keep} {
 		produce(tn, 0)
 		produce(tn, 1)
+		pulsarSend(tn, 0)
 	}
-	if k, _, _ := n.Proxy().CachedPartitionStates(); k != 4 {
-		t.Fatalf("%d Kafka idempotence tables cached after producing to 4 partitions", k)
+	if k, p, _ := n.Proxy().CachedPartitionStates(); k != 4 || p != 2 {
+		t.Fatalf("%d Kafka idempotence tables and %d Pulsar dedup states cached after producing to 4 partitions (Pulsar to 2)", k, p)
 	}
 	if err := n.Proxy().DeleteTopic(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	if k, _, _ := n.Proxy().CachedPartitionStates(); k != 2 {
-		t.Fatalf("%d Kafka idempotence tables cached after deleting a topic of 2 partitions, want 2", k)
+	if k, p, _ := n.Proxy().CachedPartitionStates(); k != 2 || p != 1 {
+		t.Fatalf("%d Kafka idempotence tables and %d Pulsar dedup states cached after deleting a topic, want 2 and 1", k, p)
 	}
 	// The kept topic still knows the producer: a resend is a duplicate.
 	if r := produce(keep, 0); r.BaseOffset != 0 {
