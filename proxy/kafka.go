@@ -5,9 +5,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ternmq/tern/protocols/kafka"
 )
