@@ -1,6 +1,9 @@
 package localstore
 
-import dto "github.com/prometheus/client_model/go"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
 
 // Metrics is a snapshot of storage figures for /metrics and the admin API.
 type Metrics struct {
@@ -25,6 +28,9 @@ type Metrics struct {
 	WriteStalls     int64
 	// Failed is set when a write error stopped the store.
 	Failed bool
+	// WALFsync is pebble's WAL fsync latency since open; its Buckets are
+	// nil when the store is closed or pebble keeps no histogram.
+	WALFsync FsyncHistogram
 }
 
 // Metrics returns current figures.
@@ -59,6 +65,7 @@ func (s *Store) Metrics() Metrics {
 	m.WALBytesWritten = pm.WAL.BytesWritten
 	m.Flushes = pm.Flush.Count
 	m.Compactions = pm.Compact.Count
+	m.WALFsync = fsyncHistogram(pm.LogWriter.FsyncLatency)
 	return m
 }
 
@@ -76,19 +83,15 @@ type FsyncHistogram struct {
 	Buckets map[float64]uint64
 }
 
-// WALFsyncLatency returns the WAL fsync histogram. The second result is
-// false when the store is closed or pebble keeps no histogram.
-func (s *Store) WALFsyncLatency() (FsyncHistogram, bool) {
-	if s.closed.Load() {
-		return FsyncHistogram{}, false
-	}
-	h := s.db.Metrics().LogWriter.FsyncLatency
+// fsyncHistogram converts pebble's fsync histogram, which observes
+// nanoseconds; a nil or unreadable one gives the zero value.
+func fsyncHistogram(h prometheus.Histogram) FsyncHistogram {
 	if h == nil {
-		return FsyncHistogram{}, false
+		return FsyncHistogram{}
 	}
 	var m dto.Metric
 	if err := h.Write(&m); err != nil || m.Histogram == nil {
-		return FsyncHistogram{}, false
+		return FsyncHistogram{}
 	}
 	// pebble observes durations in nanoseconds.
 	out := FsyncHistogram{
@@ -99,5 +102,5 @@ func (s *Store) WALFsyncLatency() (FsyncHistogram, bool) {
 	for _, b := range m.Histogram.Bucket {
 		out.Buckets[b.GetUpperBound()/1e9] = b.GetCumulativeCount()
 	}
-	return out, true
+	return out
 }

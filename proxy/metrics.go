@@ -97,7 +97,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descs[d.name], typ, vals[d.name], c.n.cfg.Node.Name, c.n.cfg.Node.Region)
 	}
-	if h, ok := c.n.store.WALFsyncLatency(); ok {
+	if h := m.WALFsync; h.Buckets != nil {
 		ch <- prometheus.MustNewConstHistogram(walFsyncDesc, h.Count, h.Sum, h.Buckets, c.n.cfg.Node.Name, c.n.cfg.Node.Region)
 	}
 }

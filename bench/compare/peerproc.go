@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ternmq/tern/bench/peer"
@@ -81,7 +82,7 @@ func (p *peerProc) pid() int { return p.cmd.Process.Pid }
 // shut down cleanly, and kills it if it has not exited within a minute.
 func (p *peerProc) stop() error {
 	if p.term {
-		signalStop(p)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	} else {
 		_ = p.stdin.Close()
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/ternmq/tern/bench/peer"
@@ -70,6 +69,3 @@ func durability(args []string) string {
 	}
 	return "sync"
 }
-
-// signalStop asks the process to shut down as SIGTERM does for tern serve.
-func signalStop(p *peerProc) { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
