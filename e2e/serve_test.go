@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,5 +112,91 @@ func TestServeUsageErrors(t *testing.T) {
 				t.Errorf("tern %v: output lacks %q:\n%s", c.args, w, out)
 			}
 		}
+	}
+}
+
+// TestServeAsksForHugePages: where pebble's memory comes from glibc's
+// allocator (a Linux cgo build) and the kernel gives transparent huge
+// pages on request, `tern serve` restarts itself with glibc's hugetlb
+// tunable, once; storage.huge_pages: false leaves the environment alone.
+// The log says which happened and why.
+func TestServeAsksForHugePages(t *testing.T) {
+	bin := buildTern(t)
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	want := strings.Contains(string(info), "CGO_ENABLED=1") && strings.Contains(string(mode), "[madvise]")
+	t.Logf("cgo build and THP on request: %v (THP: %q)", want, strings.TrimSpace(string(mode)))
+
+	run := func(conf string) (environ, log string) {
+		t.Helper()
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "tern.yaml")
+		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		logf, err := os.Create(filepath.Join(dir, "stderr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logf.Close()
+		httpAddr := freePort(t)
+		cmd := exec.Command(bin, "serve", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
+			"--http-addr", httpAddr, "--kafka-addr", freePort(t), "--pulsar-addr", freePort(t),
+			"--gossip-addr", freePort(t), "--mesh-addr", freePort(t))
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GLIBC_TUNABLES=") })
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := http.Get("http://" + httpAddr + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				b, _ := os.ReadFile(logf.Name())
+				t.Fatalf("/healthz did not answer 200 within 10s; stderr:\n%s", b)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// An exec keeps the process id: this is the serving image's
+		// environment.
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(logf.Name())
+		return strings.ReplaceAll(string(env), "\x00", "\n"), string(b)
+	}
+
+	env, log := run("storage: {durability: sync}\n")
+	asked := strings.Contains(env, "GLIBC_TUNABLES=glibc.malloc.hugetlb=1\n")
+	if asked != want {
+		t.Fatalf("default config: tunable in the environment %v, want %v; log:\n%s", asked, want, log)
+	}
+	if want && !strings.Contains(log, `huge_pages="requested (GLIBC_TUNABLES=glibc.malloc.hugetlb=1)"`) {
+		t.Fatalf("the log does not say huge pages were requested:\n%s", log)
+	}
+	if !strings.Contains(log, `msg="memory pages for pebble"`) {
+		t.Fatalf("no memory pages line in the log:\n%s", log)
+	}
+	if n := strings.Count(log, `msg="memory pages for pebble"`); n != 1 {
+		t.Fatalf("memory pages line logged %d times: the process started more than once:\n%s", n, log)
+	}
+
+	env, log = run("storage: {durability: sync, huge_pages: false}\n")
+	if strings.Contains(env, "glibc.malloc.hugetlb") {
+		t.Fatalf("huge_pages: false, but the environment has the tunable:\n%s", env)
+	}
+	if !strings.Contains(log, `huge_pages="storage.huge_pages is false"`) {
+		t.Fatalf("the log does not say huge pages are off by configuration:\n%s", log)
 	}
 }

@@ -38,7 +38,12 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, f.shutdownTimeout, f.pprof)
+			hugePages := "storage.huge_pages is false"
+			if cfg.Storage.HugePages {
+				// Before anything is opened: the process image is replaced.
+				hugePages = execWithHugePages()
+			}
+			return serve(cmd.Context(), cfg, f.shutdownTimeout, f.pprof, hugePages)
 		},
 	}
 	fl := c.Flags()
@@ -108,12 +113,13 @@ func newLogger(cfg configs.Log) *slog.Logger {
 
 // serve runs a node until SIGINT or SIGTERM, then shuts it down gracefully.
 // A second signal during shutdown exits at once.
-func serve(ctx context.Context, cfg configs.Node, shutdownTimeout time.Duration, profiles bool) error {
+func serve(ctx context.Context, cfg configs.Node, shutdownTimeout time.Duration, profiles bool, hugePages string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	log := newLogger(cfg.Log)
 	slog.SetDefault(log)
+	log.Info("memory pages for pebble", "huge_pages", hugePages)
 	proxy.SetProcessHeapLimit(log, int64(cfg.Limits.HeapLimit))
 	node, err := proxy.New(cfg, proxy.Options{Logger: log, Version: version})
 	if err != nil {
