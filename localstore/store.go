@@ -71,11 +71,11 @@ func Open(cfg Config) (*Store, error) {
 		// 46 file creations and fsyncs per flush, and L0 compactions
 		// rewriting the small sstables. Writing one of each raised the
 		// full-rate produce figures by a fifth to a third.
-		TargetFileSizes:             [7]int64{int64(cfg.MemTableSize)},
-		L0CompactionThreshold:       4,
-		L0StopWritesThreshold:       24,
-		FormatMajorVersion:          pebble.FormatNewest,
-		Logger:                      pebbleLogger{s.log},
+		TargetFileSizes:       [7]int64{int64(cfg.MemTableSize)},
+		L0CompactionThreshold: 4,
+		L0StopWritesThreshold: 24,
+		FormatMajorVersion:    pebble.FormatNewest,
+		Logger:                pebbleLogger{s.log},
 		EventListener: &pebble.EventListener{
 			WriteStallBegin: func(pebble.WriteStallBeginInfo) { s.writeStalls.Add(1) },
 		},
@@ -90,8 +90,8 @@ func Open(cfg Config) (*Store, error) {
 		// into) spares flushes and compactions from rewriting them, which
 		// otherwise dominates the store's CPU and allocations.
 		policy := pebble.ValueSeparationPolicy{
-			Enabled:               true,
-			MinimumSize:           cfg.BlobMinSize,
+			Enabled:     true,
+			MinimumSize: cfg.BlobMinSize,
 			// Each flush adds a blob file spanning every partition's
 			// keys, so an sstable compacted from many flushes refers to
 			// many overlapping blob files. Above this depth pebble copies
