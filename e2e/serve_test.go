@@ -130,7 +130,7 @@ func TestServeAsksForHugePages(t *testing.T) {
 	want := strings.Contains(string(info), "CGO_ENABLED=1") && strings.Contains(string(mode), "[madvise]")
 	t.Logf("cgo build and THP on request: %v (THP: %q)", want, strings.TrimSpace(string(mode)))
 
-	run := func(conf string) (environ, log string) {
+	run := func(conf string, env ...string) (environ, log string) {
 		t.Helper()
 		dir := t.TempDir()
 		cfg := filepath.Join(dir, "tern.yaml")
@@ -146,7 +146,10 @@ func TestServeAsksForHugePages(t *testing.T) {
 		cmd := exec.Command(bin, "serve", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
 			"--http-addr", httpAddr, "--kafka-addr", freePort(t), "--pulsar-addr", freePort(t),
 			"--gossip-addr", freePort(t), "--mesh-addr", freePort(t))
-		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GLIBC_TUNABLES=") })
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "GLIBC_TUNABLES=") || strings.HasPrefix(kv, "TERN_HUGE_PAGES_EXEC=")
+		})
+		cmd.Env = append(cmd.Env, env...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -169,12 +172,12 @@ func TestServeAsksForHugePages(t *testing.T) {
 		}
 		// An exec keeps the process id: this is the serving image's
 		// environment.
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
+		envb, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(logf.Name())
-		return strings.ReplaceAll(string(env), "\x00", "\n"), string(b)
+		return strings.ReplaceAll(string(envb), "\x00", "\n"), string(b)
 	}
 
 	env, log := run("storage: {durability: sync}\n")
@@ -190,6 +193,26 @@ func TestServeAsksForHugePages(t *testing.T) {
 	}
 	if n := strings.Count(log, `msg="memory pages for pebble"`); n != 1 {
 		t.Fatalf("memory pages line logged %d times: the process started more than once:\n%s", n, log)
+	}
+
+	// An empty GLIBC_TUNABLES is replaced, not kept beside the new one:
+	// glibc and Go would read different copies, and the node would exec
+	// itself again and again.
+	env, log = run("storage: {durability: sync}\n", "GLIBC_TUNABLES=")
+	if asked := strings.Contains(env, "GLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"); asked != want {
+		t.Fatalf("GLIBC_TUNABLES empty: tunable in the environment %v, want %v; log:\n%s", asked, want, log)
+	}
+	if want && strings.Count(env, "GLIBC_TUNABLES=") != 1 {
+		t.Fatalf("GLIBC_TUNABLES set more than once:\n%s", env)
+	}
+	// An image that was exec'd once never execs again, whatever glibc did
+	// with the tunable.
+	env, log = run("storage: {durability: sync}\n", "TERN_HUGE_PAGES_EXEC=1")
+	if strings.Contains(env, "glibc.malloc.hugetlb") {
+		t.Fatalf("exec'd mark set, yet the node exec'd again:\n%s", env)
+	}
+	if want && !strings.Contains(log, `huge_pages="not requested: after one exec GLIBC_TUNABLES is \"\""`) {
+		t.Fatalf("the log does not say why huge pages were not requested:\n%s", log)
 	}
 
 	env, log = run("storage: {durability: sync, huge_pages: false}\n")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -12,6 +14,11 @@ import (
 // pages (madvise MADV_HUGEPAGE) on the memory it maps. pebble, built with
 // cgo, takes its memtables and block cache from that allocator.
 const hugeTunable = "glibc.malloc.hugetlb=1"
+
+// reexecMark is set in the environment of the image execWithHugePages
+// starts, so that image never execs again whatever glibc made of the
+// tunable.
+const reexecMark = "TERN_HUGE_PAGES_EXEC"
 
 // thpEnabled is where Linux says when it gives transparent huge pages.
 const thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
@@ -34,6 +41,11 @@ func execWithHugePages() string {
 	if strings.Contains(tun, "glibc.malloc.hugetlb") {
 		return "as the environment says (GLIBC_TUNABLES=" + tun + ")"
 	}
+	if os.Getenv(reexecMark) != "" {
+		// The exec happened, yet the tunable is not what was set (a
+		// secure-mode glibc filters it): never exec a second time.
+		return "not requested: after one exec GLIBC_TUNABLES is " + strconv.Quote(tun)
+	}
 	mode, err := os.ReadFile(thpEnabled)
 	if err != nil {
 		return fmt.Sprintf("transparent huge pages unknown: %v", err)
@@ -44,7 +56,10 @@ func execWithHugePages() string {
 	if tun != "" {
 		tun += ":"
 	}
-	env := append(os.Environ(), "GLIBC_TUNABLES="+tun+hugeTunable)
+	// An environment may hold a variable twice (GLIBC_TUNABLES= and the
+	// new one); glibc and Go would read different ones.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GLIBC_TUNABLES=") })
+	env = append(env, "GLIBC_TUNABLES="+tun+hugeTunable, reexecMark+"=1")
 	err = syscall.Exec("/proc/self/exe", os.Args, env)
 	return fmt.Sprintf("exec with %s failed: %v", hugeTunable, err)
 }
