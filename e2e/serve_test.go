@@ -25,6 +25,26 @@ func buildTern(t *testing.T) string {
 	return bin
 }
 
+// waitHealthy waits up to 10s for a node's /healthz to answer 200; on
+// failure it shows what stderr returns.
+func waitHealthy(t *testing.T, httpAddr string, stderr func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz did not answer 200 within 10s; stderr:\n%s", stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -48,20 +68,7 @@ func TestServeHealthAndGracefulStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + httpAddr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz did not answer 200 within 10s; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitHealthy(t, httpAddr, stderr.String)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -155,21 +162,7 @@ func TestServeAsksForHugePages(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			resp, err := http.Get("http://" + httpAddr + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				b, _ := os.ReadFile(logf.Name())
-				t.Fatalf("/healthz did not answer 200 within 10s; stderr:\n%s", b)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitHealthy(t, httpAddr, func() string { b, _ := os.ReadFile(logf.Name()); return string(b) })
 		// An exec keeps the process id: this is the serving image's
 		// environment.
 		envb, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
