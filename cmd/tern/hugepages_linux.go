@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +30,8 @@ const thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
 // the tunable, so the new image never execs again. It returns why it did
 // not exec; on success it does not return.
 func execWithHugePages() string {
-	if runtime.GOOS != "linux" || !cgoBuild {
-		return "not a Linux cgo build: pebble's memory comes from Go's heap"
+	if !cgoBuild {
+		return "not a cgo build: pebble's memory comes from Go's heap"
 	}
 	tun := os.Getenv("GLIBC_TUNABLES")
 	if strings.Contains(tun, hugeTunable) {
