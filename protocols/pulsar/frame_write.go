@@ -50,7 +50,7 @@ func appendHead(dst []byte, cmd *pb.BaseCommand) ([]byte, error) {
 // finishFrame fills in the size prefix of the frame starting at start.
 func finishFrame(dst []byte, start int) ([]byte, error) {
 	size := len(dst) - start - 4
-	if size > math.MaxUint32 {
+	if uint64(size) > math.MaxUint32 {
 		return dst[:start], fmt.Errorf("%w: frame of %d bytes exceeds the 4 GiB the size prefix can express",
 			ErrEncode, size)
 	}
