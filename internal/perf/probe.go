@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -116,15 +115,6 @@ func MetricsProbe(url string) Probe {
 		}
 		return ProcSample{RSS: int64(rss), CPUSeconds: cpu}, nil
 	}
-}
-
-// selfCPU is this process's user and system CPU time in seconds.
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // loadAvg is the 1, 5 and 15 minute load average, or zeros where /proc is
