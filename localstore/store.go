@@ -64,13 +64,14 @@ func Open(cfg Config) (*Store, error) {
 		// rate, and each queued memtable is MemTableSize of resident
 		// memory: with four, a node at full rate passed 350 MiB.
 		MemTableStopWritesThreshold: 2,
-		// A flush writes one sstable (and one blob file) per memtable.
-		// Pebble splits flushes at L0's target file size counting the
-		// values an sstable refers to in blob files, so at its 2 MiB
-		// default a 64 MiB memtable became 23 sstables and 23 blob files:
-		// 46 file creations and fsyncs per flush, and L0 compactions
-		// rewriting the small sstables. Writing one of each raised the
-		// full-rate produce figures by a fifth to a third.
+		// A flush writes a memtable's values to one blob file (and its
+		// keys to an sstable or few). Pebble splits flushes at L0's target
+		// file size counting the values an sstable refers to in blob
+		// files, so at its 2 MiB default a 64 MiB memtable became 23
+		// sstables and 23 blob files: 46 file creations and fsyncs per
+		// flush, and L0 compactions rewriting the small sstables. Not
+		// splitting raised the full-rate produce figures by a fifth to a
+		// third.
 		TargetFileSizes:       [7]int64{int64(cfg.MemTableSize)},
 		L0CompactionThreshold: 4,
 		L0StopWritesThreshold: 24,
