@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestKafkaRestartMidStream: a producer and a group consumer keep running
@@ -81,4 +83,98 @@ func equalInt64s(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// TestKafkaGroupSurvivesRestart: a member that keeps running while the node
+// restarts goes on under its generation (heartbeat, offset commit, its
+// assignment in DescribeGroups), as with Apache Kafka; without the stored
+// membership it was told UNKNOWN_MEMBER_ID and re-read everything since
+// its last commit. A group whose last member left comes back empty.
+func TestKafkaGroupSurvivesRestart(t *testing.T) {
+	node := startKafka(t)
+	addr := node.KafkaAddr()
+	const topic, group = "members", "g-members"
+	createTopic(t, addr, topic, 1, nil)
+	cl := kgoClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType = group, "consumer"
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 30000, 30000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("meta")}}
+	jr, err := join.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jr.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: error %d, want MEMBER_ID_REQUIRED", jr.ErrorCode)
+	}
+	join.MemberID = jr.MemberID
+	if jr, err = join.RequestWith(ctx, cl); err != nil || jr.ErrorCode != 0 {
+		t.Fatalf("join: %v, error %d", err, jr.ErrorCode)
+	}
+	member, gen := jr.MemberID, jr.Generation
+	assignment := []byte("partition 0 is mine")
+	sg := kmsg.NewPtrSyncGroupRequest()
+	sg.Group, sg.Generation, sg.MemberID = group, gen, member
+	sg.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: member, MemberAssignment: assignment}}
+	if sr, err := sg.RequestWith(ctx, cl); err != nil || sr.ErrorCode != 0 {
+		t.Fatalf("sync: %v, error %d", err, sr.ErrorCode)
+	}
+
+	node.Restart()
+
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.Generation, hb.MemberID = group, gen, member
+	if hr, err := hb.RequestWith(ctx, cl); err != nil || hr.ErrorCode != 0 {
+		t.Fatalf("heartbeat after restart: %v, error %d (%v)", err, hr.ErrorCode, kerr.ErrorForCode(hr.ErrorCode))
+	}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation, commit.MemberID = group, gen, member
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = topic
+	ct.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}
+	commit.Topics = append(commit.Topics, ct)
+	cr, err := commit.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cr.Topics[0].Partitions[0].ErrorCode; c != 0 {
+		t.Fatalf("commit after restart: error %d (%v)", c, kerr.ErrorForCode(c))
+	}
+	state, members := describeGroup(ctx, t, cl, group)
+	if state != "Stable" || len(members) != 1 || members[0].MemberID != member || string(members[0].MemberAssignment) != string(assignment) {
+		t.Fatalf("after restart: state %s, members %+v; want Stable with %s holding %q", state, members, member, assignment)
+	}
+
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = group
+	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: member}}
+	if lr, err := leave.RequestWith(ctx, cl); err != nil || lr.ErrorCode != 0 {
+		t.Fatalf("leave: %v, error %d", err, lr.ErrorCode)
+	}
+	node.Restart()
+	if state, members := describeGroup(ctx, t, cl, group); len(members) != 0 || state == "Stable" {
+		t.Fatalf("after the last member left and a restart: state %s, members %+v; want no members", state, members)
+	}
+	if hr, err := hb.RequestWith(ctx, cl); err != nil || hr.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("heartbeat of the departed member: %v, error %d; want UNKNOWN_MEMBER_ID", err, hr.ErrorCode)
+	}
+}
+
+// describeGroup returns a group's state and members.
+func describeGroup(ctx context.Context, t *testing.T, cl *kgo.Client, group string) (string, []kmsg.DescribeGroupsResponseGroupMember) {
+	t.Helper()
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := resp.Groups[0]
+	if g.ErrorCode != 0 {
+		t.Fatalf("describe %s: error %d", group, g.ErrorCode)
+	}
+	return g.State, g.Members
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
@@ -141,4 +142,25 @@ func (n *Node) DeleteGroupOffsets(ctx context.Context, group string) error {
 		return mapStoreErr(err)
 	}
 	return mapStoreErr(n.store.Write(ops, true))
+}
+
+// metaGroupMembership prefixes a Kafka group's membership record in the
+// store's metadata.
+const metaGroupMembership = "kafka-group/"
+
+// PutGroupMembership implements protocols.GroupMembership.
+func (n *Node) PutGroupMembership(ctx context.Context, group string, data []byte) error {
+	return mapStoreErr(n.store.PutMeta(metaGroupMembership+group, data))
+}
+
+// DeleteGroupMembership implements protocols.GroupMembership.
+func (n *Node) DeleteGroupMembership(ctx context.Context, group string) error {
+	return mapStoreErr(n.store.DeleteMeta(metaGroupMembership + group))
+}
+
+// ScanGroupMemberships implements protocols.GroupMembership.
+func (n *Node) ScanGroupMemberships(ctx context.Context, fn func(group string, data []byte) error) error {
+	return mapStoreErr(n.store.ScanMeta(ctx, metaGroupMembership, func(name string, v []byte) error {
+		return fn(strings.TrimPrefix(name, metaGroupMembership), v)
+	}))
 }

@@ -20,11 +20,12 @@ package kafka
 // rebalance. Eager and cooperative rebalancing need nothing special here:
 // cooperative-sticky clients run two ordinary rebalances.
 //
-// Differences from Apache Kafka: group membership is not persisted (after a
-// restart members get UNKNOWN_MEMBER_ID and rejoin; committed offsets are
-// durable); there is no initial rebalance delay; the chosen protocol is the
-// first of the leader's protocols that every member supports, rather than a
-// vote.
+// Membership is stored at each Stable generation and restored at startup
+// (group_persist.go), so members that outlive a restart carry on.
+//
+// Differences from Apache Kafka: there is no initial rebalance delay; the
+// chosen protocol is the first of the leader's protocols that every member
+// supports, rather than a vote.
 
 import (
 	"crypto/rand"
@@ -77,21 +78,31 @@ func (co *coordinator) group(id string) *group {
 	}
 	g, ok := co.mu.groups[id]
 	if !ok {
-		g = &group{
-			co:      co,
-			id:      id,
-			reqs:    make(chan func()),
-			stop:    make(chan struct{}),
-			members: map[string]*member{},
-			pending: map[string]time.Time{},
-			statics: map[string]string{},
-			timer:   time.NewTimer(time.Hour),
-		}
-		co.mu.groups[id] = g
-		co.wg.Add(1)
-		go g.run()
+		g = co.newGroup(id)
+		co.start(g)
 	}
 	return g
+}
+
+// newGroup returns an Empty group, not yet running.
+func (co *coordinator) newGroup(id string) *group {
+	return &group{
+		co:      co,
+		id:      id,
+		reqs:    make(chan func()),
+		stop:    make(chan struct{}),
+		members: map[string]*member{},
+		pending: map[string]time.Time{},
+		statics: map[string]string{},
+		timer:   time.NewTimer(time.Hour),
+	}
+}
+
+// start registers g and runs it; co.mu is held.
+func (co *coordinator) start(g *group) {
+	co.mu.groups[g.id] = g
+	co.wg.Add(1)
+	go g.run()
 }
 
 // existing returns a running group without starting one.
@@ -187,6 +198,8 @@ type group struct {
 	statics      map[string]string    // instance id -> member id
 	rebalanceBy  time.Time
 	timer        *time.Timer
+	// stored is the membership record last stored (group_persist.go).
+	stored []byte
 }
 
 func (g *group) now() time.Time { return g.co.s.cfg.Now() }
@@ -204,6 +217,7 @@ func (g *group) run() {
 			g.failParked()
 			return
 		}
+		g.persist()
 		if g.state == groupEmpty && len(g.members) == 0 && len(g.pending) == 0 {
 			// Nothing to keep: committed offsets live in the log's store.
 			// A request that raced with this finds the group stopped and

@@ -1,6 +1,9 @@
 package kafka
 
 import (
+	"bytes"
+	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -177,5 +180,76 @@ func TestGroupStaticMember(t *testing.T) {
 	})
 	if code != kerr.FencedInstanceID.Code {
 		t.Fatalf("old member id of a static member: %d, want FENCED_INSTANCE_ID", code)
+	}
+}
+
+// A Stable group's stored record brings back the same group; records that
+// cannot describe a group are refused.
+func TestGroupRecordRoundTrip(t *testing.T) {
+	co := testCoordinator(t)
+	a := await(t, joinAsync(t, co, 3, "", nil, time.Minute), "join a").MemberID
+	await(t, syncAsync(co, a, 1, map[string]string{a: "all"}), "sync a")
+	inst := "static-b"
+	bch := joinAsync(t, co, 3, "", &inst, time.Minute)
+	await(t, joinAsync(t, co, 3, a, nil, time.Minute), "rejoin a")
+	b := await(t, bch, "join b").MemberID
+	bsync := syncAsync(co, b, 2, nil)
+	await(t, syncAsync(co, a, 2, map[string]string{a: "p0", b: "p1"}), "sync a")
+	if r := await(t, bsync, "sync b"); string(r.MemberAssignment) != "p1" {
+		t.Fatalf("b's assignment %q", r.MemberAssignment)
+	}
+
+	var rec []byte
+	meta := map[string]string{}
+	co.run("g", func(g *group) {
+		rec = g.record()
+		if rec == nil {
+			t.Errorf("no record for a %v group", g.state)
+		}
+		for id, m := range g.members {
+			meta[id] = string(m.metadata("range"))
+		}
+	})
+	got := co.newGroup("g2")
+	if err := got.restore(rec); err != nil {
+		t.Fatal(err)
+	}
+	if got.state != groupStable || got.generation != 2 || got.leader != a || got.protocol != "range" || got.protocolType != "consumer" {
+		t.Fatalf("restored %v generation %d leader %s protocol %s/%s", got.state, got.generation, got.leader, got.protocolType, got.protocol)
+	}
+	if !slices.Equal(got.order, []string{a, b}) || got.statics[inst] != b {
+		t.Fatalf("restored order %v statics %v", got.order, got.statics)
+	}
+	for id, assign := range map[string]string{a: "p0", b: "p1"} {
+		m := got.members[id]
+		if m == nil || string(m.assignment) != assign || m.session != time.Minute || len(m.protocols) != 1 || string(m.protocols[0].Metadata) != meta[id] {
+			t.Fatalf("restored member %s: %+v", id, m)
+		}
+		if left := time.Until(m.deadline); left < 50*time.Second {
+			t.Fatalf("restored member %s: session ends in %v, want a fresh minute", id, left)
+		}
+	}
+	if again := got.record(); !bytes.Equal(again, rec) {
+		t.Fatalf("restored group records\n%s\nnot\n%s", again, rec)
+	}
+
+	bad := map[string]func(r *storedGroup){
+		"version":         func(r *storedGroup) { r.Version = 2 },
+		"no members":      func(r *storedGroup) { r.Members = nil },
+		"leader gone":     func(r *storedGroup) { r.Leader = "nobody" },
+		"repeated member": func(r *storedGroup) { r.Members[1].ID = r.Members[0].ID },
+		"empty member id": func(r *storedGroup) { r.Members[1].ID = "" },
+	}
+	for name, spoil := range bad {
+		var r storedGroup
+		_ = json.Unmarshal(rec, &r)
+		spoil(&r)
+		data, _ := json.Marshal(r)
+		if err := co.newGroup("g3").restore(data); err == nil {
+			t.Errorf("%s: restored", name)
+		}
+	}
+	if err := co.newGroup("g3").restore([]byte("{")); err == nil {
+		t.Error("truncated record restored")
 	}
 }

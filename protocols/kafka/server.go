@@ -16,6 +16,7 @@ type Backend interface {
 	protocols.Broker
 	protocols.ProducerIDs
 	protocols.TopicConfigValidator
+	protocols.GroupMembership
 }
 
 // Server serves the Kafka protocol on listeners handed to Serve.
@@ -61,6 +62,11 @@ func New(cfg Config, b Backend) (*Server, error) {
 	s.mu.lns = map[net.Listener]struct{}{}
 	s.mu.conns = map[*conn]struct{}{}
 	s.groups = newCoordinator(s)
+	if err := s.groups.load(s.ctx); err != nil {
+		s.groups.close()
+		s.cancel()
+		return nil, fmt.Errorf("kafka: restore consumer groups: %w", err)
+	}
 	return s, nil
 }
 
