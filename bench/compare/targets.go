@@ -68,7 +68,7 @@ func lookupKnown(name string) (target, error) {
 			driver: func(a peer.Addrs, linger time.Duration) (perf.Driver, error) {
 				return pulsardriver.New(pulsardriver.Config{URL: a.Pulsar, AdminURL: a.HTTP, Linger: linger})
 			},
-			note: "tern/pulsar: sync durability; Apache Pulsar Go client, batches of up to 1000 messages and 1 MiB"}, nil
+			note: "tern/pulsar: sync durability; Apache Pulsar Go client, batches of up to 1000 messages and 128 KiB (the client's defaults)"}, nil
 	case "kfake":
 		return target{name: name, peerArgs: []string{peer.Kfake}, driver: kafka,
 			note: "kfake: franz-go's in-memory Kafka (no disk at all); same kgo client and settings"}, nil
