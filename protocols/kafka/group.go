@@ -198,8 +198,11 @@ type group struct {
 	statics      map[string]string    // instance id -> member id
 	rebalanceBy  time.Time
 	timer        *time.Timer
-	// stored is the membership record last stored (group_persist.go).
-	stored []byte
+	// joins counts JoinGroup requests; stored is the membership record
+	// last stored and storedAt what it was taken from (group_persist.go).
+	joins    uint64
+	stored   []byte
+	storedAt recordSource
 }
 
 func (g *group) now() time.Time { return g.co.s.cfg.Now() }

@@ -18,6 +18,7 @@ type joinReq struct {
 }
 
 func (g *group) join(j joinReq) {
+	g.joins++ // a Stable group's stored record may change (group_persist.go)
 	req := j.req
 	co := g.co.s.cfg
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond

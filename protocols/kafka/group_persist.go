@@ -84,13 +84,33 @@ func (g *group) record() []byte {
 	return b
 }
 
+// recordSource is what a stored record depends on besides heartbeats,
+// which change none of it: persist encodes the group again only when one
+// of these moved, not after every heartbeat.
+type recordSource struct {
+	state      groupState
+	generation int32
+	leader     string
+	members    int
+	joins      uint64
+}
+
+func (g *group) recordSource() recordSource {
+	return recordSource{g.state, g.generation, g.leader, len(g.members), g.joins}
+}
+
 // persist brings the stored membership up to date after a step of the
 // group's goroutine. A failed write is logged and retried after the next
-// step: the group itself goes on.
+// step that changes the group: the group itself goes on.
 func (g *group) persist() {
 	if g.co.s.b == nil { // a coordinator without a node, in tests
 		return
 	}
+	src := g.recordSource()
+	if src == g.storedAt {
+		return
+	}
+	g.storedAt = src
 	rec := g.record()
 	switch {
 	case rec != nil && !bytes.Equal(rec, g.stored):
@@ -151,6 +171,7 @@ func (g *group) restore(data []byte) error {
 		return fmt.Errorf("leader %q is not a member", g.leader)
 	}
 	g.stored = data
+	g.storedAt = g.recordSource()
 	return nil
 }
 
