@@ -245,8 +245,8 @@ type PartitionOffsets struct {
 }
 
 // GroupOffsets stores Kafka consumer group committed offsets durably. The
-// group membership protocol lives in protocols/kafka; only offsets are
-// stored.
+// group membership protocol lives in protocols/kafka; it stores its
+// membership through GroupMembership.
 type GroupOffsets interface {
 	// CommitOffsets stores offsets for a group, atomically.
 	CommitOffsets(ctx context.Context, group string, offsets []CommittedOffset) error
@@ -257,6 +257,19 @@ type GroupOffsets interface {
 	ListGroupsWithOffsets(ctx context.Context) ([]string, error)
 	// DeleteGroupOffsets removes every committed offset of a group.
 	DeleteGroupOffsets(ctx context.Context, group string) error
+}
+
+// GroupMembership keeps a Kafka consumer group's membership (generation,
+// members and their assignments) across restarts, so that members that
+// keep running while the node restarts can go on heartbeating and
+// committing, as with Apache Kafka. Only the Kafka front end needs it.
+type GroupMembership interface {
+	// PutGroupMembership stores a group's encoded membership, durably.
+	PutGroupMembership(ctx context.Context, group string, data []byte) error
+	// DeleteGroupMembership removes it; a group that has none is no error.
+	DeleteGroupMembership(ctx context.Context, group string) error
+	// ScanGroupMemberships calls fn for every stored membership.
+	ScanGroupMemberships(ctx context.Context, fn func(group string, data []byte) error) error
 }
 
 // CommittedOffset is one committed position of a group on a partition.

@@ -20,16 +20,3 @@ type TopicConfigValidator interface {
 	// each bad key, when an override would be refused.
 	ValidateTopicConfig(config map[string]string) error
 }
-
-// GroupMembership keeps a Kafka consumer group's membership (generation,
-// members and their assignments) across restarts, so that members that
-// keep running while the node restarts can go on heartbeating and
-// committing, as with Apache Kafka. Only the Kafka front end needs it.
-type GroupMembership interface {
-	// PutGroupMembership stores a group's encoded membership, durably.
-	PutGroupMembership(ctx context.Context, group string, data []byte) error
-	// DeleteGroupMembership removes it; a group that has none is no error.
-	DeleteGroupMembership(ctx context.Context, group string) error
-	// ScanGroupMemberships calls fn for every stored membership.
-	ScanGroupMemberships(ctx context.Context, fn func(group string, data []byte) error) error
-}

@@ -114,17 +114,13 @@ func (g *group) persist() {
 	rec := g.record()
 	switch {
 	case rec != nil && !bytes.Equal(rec, g.stored):
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := g.co.s.b.PutGroupMembership(ctx, g.id, rec); err != nil {
+		if err := g.co.s.b.PutGroupMembership(g.co.s.ctx, g.id, rec); err != nil {
 			g.co.s.log.Warn("storing group membership failed; members may have to rejoin after a restart", "group", g.id, "err", err)
 			return
 		}
 		g.stored = rec
 	case rec == nil && len(g.members) == 0 && g.stored != nil:
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := g.co.s.b.DeleteGroupMembership(ctx, g.id); err != nil {
+		if err := g.co.s.b.DeleteGroupMembership(g.co.s.ctx, g.id); err != nil {
 			g.co.s.log.Warn("deleting group membership failed", "group", g.id, "err", err)
 			return
 		}
