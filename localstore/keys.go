@@ -11,7 +11,8 @@ import "encoding/binary"
 //	0x02 topic name                 topic record
 //	0x03 pid                        partition record
 //	0x04 pid                        partition head (start, next, bytes, ...)
-//	0x10 pid base                   log entry
+//	0x10 pid base                   log entry (its first part)
+//	0x10 pid base part              log entry, part 1..n of a large one
 //	0x11 pid base                   entry index (count, size, times)
 //	0x20 pid name                   cursor
 //	0x21 u16 len group pid          group committed offset
@@ -61,6 +62,13 @@ func logKey(kind byte, pid PartitionID, base int64) Key {
 	binary.BigEndian.PutUint32(k[1:], uint32(pid))
 	binary.BigEndian.PutUint64(k[5:], uint64(base))
 	return k
+}
+
+// entryPartKey is part n (from 1) of a large entry: it sorts after the
+// entry's own key and before the next entry's, so a scan meets an entry's
+// parts in order right after it.
+func entryPartKey(pid PartitionID, base int64, part uint32) Key {
+	return binary.BigEndian.AppendUint32(logKey(kindEntry, pid, base), part)
 }
 
 // pidPrefix is the first key of a partition's range of the given kind, and
@@ -146,6 +154,15 @@ func PrefixEnd(prefix Key) Key {
 		}
 	}
 	return nil
+}
+
+// decodeEntryPartKey returns the base offset and part number of an entry
+// part key, or ok false for any other key.
+func decodeEntryPartKey(k []byte) (base int64, part uint32, ok bool) {
+	if len(k) != 17 || k[0] != kindEntry {
+		return 0, 0, false
+	}
+	return int64(binary.BigEndian.Uint64(k[5:])), binary.BigEndian.Uint32(k[13:]), true
 }
 
 // decodeLogKey returns the base offset of an entry or index key.

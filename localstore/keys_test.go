@@ -18,6 +18,7 @@ func TestKeyLayoutGolden(t *testing.T) {
 		{"partition", partitionKey(7), "0300000007"},
 		{"head", headKey(7), "0400000007"},
 		{"entry", logKey(kindEntry, 7, 0x0102030405), "10000000070000000102030405"},
+		{"entry part", entryPartKey(7, 0x0102030405, 2), "1000000007000000010203040500000002"},
 		{"index", logKey(kindIndex, 7, 1), "11000000070000000000000001"},
 		{"cursor", CursorKey(7, "sub"), "2000000007" + hex.EncodeToString([]byte("sub"))},
 		{"group", GroupOffsetKey("g1", 7), "210002" + hex.EncodeToString([]byte("g1")) + "00000007"},
@@ -38,6 +39,10 @@ func TestKeysSortNumerically(t *testing.T) {
 	c := logKey(kindEntry, 2, 0)
 	if !(string(a) < string(b) && string(b) < string(c)) {
 		t.Fatal("entry keys do not sort by (partition, offset)")
+	}
+	// An entry's parts sit between it and the next entry.
+	if p := string(entryPartKey(1, 255, 1)); !(string(a) < p && p < string(entryPartKey(1, 255, 2)) && p < string(b)) {
+		t.Fatal("entry part keys do not sort between their entry and the next")
 	}
 	if string(pidEnd(kindEntry, 1)) > string(c) {
 		t.Fatal("pidEnd(1) is past partition 2's first key")

@@ -103,6 +103,11 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 	if count <= 0 || h.NumRecords <= 0 {
 		return nil, fmt.Errorf("%w: batch covers %d offsets with %d records", protocols.ErrCorruptBatch, count, h.NumRecords)
 	}
+	// A reader joins a large entry's parts up to the length its batch
+	// header gives, so that length must be the batch's.
+	if h.Size() != len(batch) {
+		return nil, fmt.Errorf("%w: batchLength %d but %d bytes follow it", protocols.ErrCorruptBatch, h.Length, len(batch)-12)
+	}
 	dur := req.Durability
 	if dur == "" {
 		dur = s.cfg.Durability
@@ -138,7 +143,7 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 	// pooled again.
 	bs := batchSize(size, ops)
 	b := s.db.NewBatchWithSize(bs, pebble.WithInitialSizeBytes(bs))
-	if err := req.write(b, logKey(kindEntry, pid, base), size, base, now); err != nil {
+	if err := req.write(b, pid, base, size, now); err != nil {
 		p.mu.Unlock()
 		_ = b.Close()
 		return nil, err
@@ -197,12 +202,24 @@ func (req *AppendRequest) parts() (batch []byte, size int, err error) {
 	return req.Batch, size, err
 }
 
+// entryPartSize is the largest pebble value an entry is stored in. A
+// larger entry is stored as its first entryPartSize bytes under its own key
+// and the rest in parts under entryPartKey. Pebble's flush keeps its block
+// buffers for reuse only up to 256 KiB (colblk's maxBlockRetainedSize and
+// block's tempBufferMaxReusedSize), and a blob block is one value plus at
+// most a few KiB of smaller ones: every value above that size cost two
+// fresh buffers of its size at each flush. Kafka clients batch up to 1 MB.
+const entryPartSize = 192 << 10
+
+// entryParts is how many parts after the first an entry of size bytes has.
+func entryParts(size int) int { return (max(size, 1) - 1) / entryPartSize }
+
 // batchSize is the pebble batch size an append needs: the entry, its
 // index and head records, the guard's operations, and each record's kind,
 // key and length prefixes.
 func batchSize(entry int, ops []Op) int {
 	const header, record, small = 12, 1 + 2*binary.MaxVarintLen32 + 13, 64
-	n := header + record + entry + 2*(record+small)
+	n := header + record + entry + 2*(record+small) + entryParts(entry)*(record+4)
 	for _, op := range ops {
 		n += 1 + 2*binary.MaxVarintLen32 + len(op.Key) + len(op.Value)
 	}
@@ -210,31 +227,56 @@ func batchSize(entry int, ops []Op) int {
 }
 
 // write puts the entry, stamped with its base offset and append time, into
-// b under key. An entry in parts is encoded in place in b's buffer.
-func (req *AppendRequest) write(b *pebble.Batch, key Key, size int, base, now int64) error {
+// b: whole under its key, or in parts when it is larger than entryPartSize.
+// An entry in parts is encoded in place in b's buffer.
+func (req *AppendRequest) write(b *pebble.Batch, pid PartitionID, base int64, size int, now int64) error {
+	key := logKey(kindEntry, pid, base)
+	first := min(size, entryPartSize)
+	var rest []byte // what follows the first part
 	if req.Entry != nil {
 		if err := protocols.StampEntry(req.Entry, base, now); err != nil {
 			return err
 		}
-		return b.Set(key, req.Entry, nil)
+		if err := b.Set(key, req.Entry[:first], nil); err != nil {
+			return err
+		}
+		rest = req.Entry[first:]
+	} else {
+		env := req.Envelope
+		if env == nil {
+			env = &protocols.Envelope{}
+		}
+		// The envelope's length is a u16, so the first part always holds
+		// it and the batch header.
+		envLen := size - len(req.Batch)
+		if first < envLen+protocols.BatchHeaderSize {
+			return fmt.Errorf("localstore: a %d-byte envelope leaves no room for the batch header in a %d-byte part", envLen, first)
+		}
+		op := b.SetDeferred(len(key), first)
+		copy(op.Key, key)
+		enc, err := protocols.AppendEntry(op.Value[:0], env, req.Batch[:first-envLen])
+		if err != nil {
+			return err
+		}
+		if len(enc) != first || &enc[0] != &op.Value[0] {
+			return fmt.Errorf("localstore: entry encoded to %d bytes, %d were reserved", len(enc), first)
+		}
+		if err := protocols.StampEntry(op.Value, base, now); err != nil {
+			return err
+		}
+		if err := op.Finish(); err != nil {
+			return err
+		}
+		rest = req.Batch[first-envLen:]
 	}
-	env := req.Envelope
-	if env == nil {
-		env = &protocols.Envelope{}
+	for part := uint32(1); len(rest) > 0; part++ {
+		n := min(len(rest), entryPartSize)
+		if err := b.Set(entryPartKey(pid, base, part), rest[:n], nil); err != nil {
+			return err
+		}
+		rest = rest[n:]
 	}
-	op := b.SetDeferred(len(key), size)
-	copy(op.Key, key)
-	enc, err := protocols.AppendEntry(op.Value[:0], env, req.Batch)
-	if err != nil {
-		return err
-	}
-	if len(enc) != size || &enc[0] != &op.Value[0] {
-		return fmt.Errorf("localstore: entry encoded to %d bytes, %d were reserved", len(enc), size)
-	}
-	if err := protocols.StampEntry(op.Value, base, now); err != nil {
-		return err
-	}
-	return op.Finish()
+	return nil
 }
 
 // Offsets are the entry's assigned offsets, known before it is durable.
@@ -376,6 +418,10 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 	}
 	if !ok {
 		ok = it.SeekLT(logKey(kindEntry, pid, from+1))
+		if base, _, part := decodeEntryPartKey(it.Key()); ok && part {
+			// The last part of a large entry: step to its first.
+			ok = it.SeekGE(logKey(kindEntry, pid, base))
+		}
 		if !ok {
 			ok = it.First()
 		}
@@ -385,6 +431,9 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		metas []Entry
 	)
 	for ; ok; ok = it.Next() {
+		if _, _, part := decodeEntryPartKey(it.Key()); part {
+			continue // a part of an entry skipped below
+		}
 		_, base, valid := decodeLogKey(it.Key())
 		if !valid {
 			return nil, buf, fmt.Errorf("%w: entry key %x", ErrCorrupt, it.Key())
@@ -393,25 +442,31 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		if err != nil {
 			return nil, buf, err
 		}
-		cnt, err := entryCount(v)
+		cnt, size, err := entryHeader(v)
 		if err != nil {
 			return nil, buf, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 		}
 		if base+cnt <= from {
 			continue // the entry before the one holding from
 		}
-		if len(metas) > 0 && len(buf)+len(v) > maxBytes {
+		if len(metas) > 0 && len(buf)+size > maxBytes {
 			break
 		}
 		if len(metas) == 0 {
 			// Sized once from the first entry, so a read of many entries
 			// does not grow by copying itself over and over, while a
 			// tailing read of one small entry stays small.
-			if want := max(len(v), min(maxBytes, readBufSize, 8*len(v))); cap(buf) < want {
+			if want := max(size, min(maxBytes, readBufSize, 8*size)); cap(buf) < want {
 				buf = make([]byte, 0, want)
 			}
 		}
+		at := len(buf)
 		buf = append(buf, v...)
+		if len(v) < size {
+			if buf, err = appendParts(it, base, buf, at, size); err != nil {
+				return nil, buf, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+			}
+		}
 		ends = append(ends, len(buf))
 		metas = append(metas, Entry{BaseOffset: base, Count: cnt})
 		if len(buf) >= maxBytes {
@@ -433,17 +488,47 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 // it will read.
 const readBufSize = 4 << 20
 
-// entryCount is the number of offsets an encoded entry covers.
-func entryCount(v []byte) (int64, error) {
-	batch, err := protocols.SplitEntry(v)
+// entryHeader reads an entry's first part: the number of offsets the entry
+// covers and its full length. An entry stored whole is its value's length
+// even if its batch header says less (entries written before the store
+// checked that the two agree).
+func entryHeader(v []byte) (count int64, size int, err error) {
+	at, err := protocols.EntryBatchOffset(v)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	h, err := protocols.ParseBatchHeader(batch)
+	h, err := protocols.ParseBatchHeader(v[at:])
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return h.OffsetCount(), nil
+	return h.OffsetCount(), max(len(v), at+h.Size()), nil
+}
+
+// appendParts appends the parts of a large entry that follow its first one,
+// which the iterator is on, until the entry, from buf[at], is size bytes.
+func appendParts(it *pebble.Iterator, base int64, buf []byte, at, size int) ([]byte, error) {
+	end := at + size
+	for part := uint32(1); len(buf) < end; part++ {
+		if !it.Next() {
+			if err := it.Error(); err != nil {
+				return buf, err
+			}
+			return buf, fmt.Errorf("%w: entry ends after %d of its %d bytes: part %d is missing", ErrCorrupt, len(buf)-at, size, part)
+		}
+		b, n, ok := decodeEntryPartKey(it.Key())
+		if !ok || b != base || n != part {
+			return buf, fmt.Errorf("%w: key %x where part %d of the entry was expected", ErrCorrupt, it.Key(), part)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return buf, err
+		}
+		buf = append(buf, v...)
+	}
+	if len(buf) != end {
+		return buf, fmt.Errorf("%w: entry parts hold %d bytes more than its batch header gives", ErrCorrupt, len(buf)-end)
+	}
+	return buf, nil
 }
 
 // Watch names a partition and the offset a waiter has read up to.

@@ -66,6 +66,10 @@ func (h BatchHeader) Transactional() bool { return h.Attributes&AttrTransactiona
 // Control reports a control batch (transaction markers).
 func (h BatchHeader) Control() bool { return h.Attributes&AttrControl != 0 }
 
+// Size is the batch's length in bytes as its header gives it: the base
+// offset and length fields, then batchLength bytes.
+func (h BatchHeader) Size() int { return 12 + int(h.Length) }
+
 // OffsetCount is how many offsets the batch covers: lastOffsetDelta+1.
 func (h BatchHeader) OffsetCount() int64 { return int64(h.LastOffsetDelta) + 1 }
 
@@ -110,7 +114,7 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 	if err != nil {
 		return h, err
 	}
-	if int(h.Length) != len(b)-12 {
+	if h.Size() != len(b) {
 		return h, fmt.Errorf("%w: batchLength %d but %d bytes follow it", ErrCorruptBatch, h.Length, len(b)-12)
 	}
 	if h.Magic != 2 {
