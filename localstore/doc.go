@@ -3,7 +3,9 @@
 // cursor and metadata record.
 //
 // A partition log is a sequence of entries keyed by (partition id, base
-// offset). Appends assign offsets under the partition's append lock and
+// offset); an entry larger than 192 KiB continues in part keys right after
+// its own, which a read joins (pebble reuses its flush buffers only for
+// values up to 256 KiB). Appends assign offsets under the partition's append lock and
 // submit the pebble batch in offset order, then wait for the WAL fsync
 // outside the lock, so concurrent appenders to one partition share fsyncs
 // through pebble's group commit. State that must agree with the log
