@@ -6,9 +6,9 @@
 // with a 1 ms delay (the --linger flag). Batches keep the client's default
 // limits, 1000 messages and 128 KiB, which the Java client shares: what an
 // unchanged application sends. (They once matched kgo's 1 MiB batch limit
-// so both paths carried the same batches; entries over 256 KiB cost the
-// node's storage fresh buffers, which made that the slower shape for both
-// protocols, and not one Pulsar applications use.) Topics are partitioned topics created through the admin REST
+// so both paths carried the same batches; since the node stores large
+// entries in parts, both shapes run at the same rate.) Topics are
+// partitioned topics created through the admin REST
 // API; consumer index of count subscribes exclusively to its share of the
 // partitions and acknowledges every message.
 package pulsardriver
