@@ -47,7 +47,8 @@ type Config struct {
 	// Duration is the measured window. Default 10s.
 	Duration time.Duration
 	// Warmup runs before the measured window and is not counted.
-	// Default 2s.
+	// Default 2s. A consume run's warm-up also ends once a fifth of the
+	// backlog is read.
 	Warmup time.Duration
 	// Backlog is the number of messages produced before consumers start
 	// in consume mode. Default 1,000,000.
@@ -151,7 +152,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Consumers, "consumers", c.Consumers, "consumer clients (consume and e2e); partitions are split among them")
 	fs.IntVar(&c.Rate, "rate", c.Rate, "target publish rate in msgs/s over all producers; 0 = as fast as possible")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured time")
-	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "time run before measuring, not counted")
+	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "time run before measuring, not counted (consume: at most a fifth of the backlog)")
 	fs.Int64Var(&c.Backlog, "backlog", c.Backlog, "consume: messages produced before the consumers start")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long to wait for in-flight messages after the measured window")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "progress line period")

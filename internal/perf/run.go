@@ -238,12 +238,16 @@ func closeAll(cs []Consumer) {
 
 // window runs the warm-up, then the measured window, and returns when the
 // window ends, ctx ends, or early is closed (the consume backlog drained).
-func (r *run) window(ctx context.Context, early <-chan struct{}) error {
+// The warm-up also ends when warm is closed (a consume run has read its
+// share of the backlog for warming up).
+func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 	r.phase.Store("warm-up")
 	if r.cfg.Warmup > 0 {
 		t := time.NewTimer(r.cfg.Warmup)
 		select {
 		case <-t.C:
+		case <-warm:
+			t.Stop()
 		case <-early:
 			t.Stop()
 			return ErrBacklogDrained
@@ -280,13 +284,17 @@ func (r *run) runProduce(ctx context.Context) error {
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() { errc <- r.producers(ctx, stop, -1) }()
-	werr := r.window(ctx, nil)
+	werr := r.window(ctx, nil, nil)
 	r.stopped.Store(true)
 	close(stop)
 	perr := <-errc
 	r.res.Publish = r.figures(r.pub, true)
 	return firstOf(werr, perr, r.measured(r.res.Publish))
 }
+
+// warmBacklogShare: a consume run's warm-up reads at most 1/warmBacklogShare
+// of the backlog.
+const warmBacklogShare = 5
 
 func (r *run) runConsume(ctx context.Context) error {
 	// Fill the backlog as fast as the system takes it.
@@ -304,19 +312,26 @@ func (r *run) runConsume(ctx context.Context) error {
 		Messages: n, Bytes: n * int64(r.cfg.MessageSize), Seconds: secs,
 		MsgsPerSec: float64(n) / secs, MBPerSec: float64(n) * float64(r.cfg.MessageSize) / secs / 1e6,
 	}
-	drained := make(chan struct{})
-	var once sync.Once
-	target := r.cfg.Backlog
+	// The warm-up ends after its time or a fifth of the backlog, whichever
+	// comes first, so a system that reads faster than the backlog lasts
+	// is measured on the rest instead of failing the run.
+	drained, warm := make(chan struct{}), make(chan struct{})
+	var drainOnce, warmOnce sync.Once
+	target, warmTarget := r.cfg.Backlog, max(r.cfg.Backlog/warmBacklogShare, 1)
 	cs, err := r.consumers(ctx, func(p []byte) {
 		r.con.record(len(p), -1)
-		if r.con.total.Load() >= target {
-			once.Do(func() { close(drained) })
+		n := r.con.total.Load()
+		if n >= warmTarget {
+			warmOnce.Do(func() { close(warm) })
+		}
+		if n >= target {
+			drainOnce.Do(func() { close(drained) })
 		}
 	})
 	if err != nil {
 		return err
 	}
-	werr := r.window(ctx, drained)
+	werr := r.window(ctx, drained, warm)
 	r.stopped.Store(true)
 	closeAll(cs)
 	r.res.Consume = r.figures(r.con, false)
@@ -338,7 +353,7 @@ func (r *run) runE2E(ctx context.Context) error {
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() { errc <- r.producers(ctx, stop, -1) }()
-	werr := r.window(ctx, nil)
+	werr := r.window(ctx, nil, nil)
 	close(stop)
 	perr := <-errc
 	// Let the consumers catch up with what was acknowledged, so a slow

@@ -132,7 +132,7 @@ Systems: ` + strings.Join(compare.Targets, ", "),
 	fl.IntVar(&w.Producers, "producers", w.Producers, "producer clients")
 	fl.IntVar(&w.Consumers, "consumers", w.Consumers, "consumer clients")
 	fl.DurationVar(&w.Duration, "duration", w.Duration, "measured time of each run")
-	fl.DurationVar(&w.Warmup, "warmup", w.Warmup, "unmeasured time before each run's window")
+	fl.DurationVar(&w.Warmup, "warmup", w.Warmup, "unmeasured time before each run's window (consume: at most a fifth of the backlog)")
 	fl.Int64Var(&w.Backlog, "backlog", w.Backlog, "consume: messages in the backlog")
 	fl.DurationVar(&w.Interval, "interval", w.Interval, "progress line period")
 	return c

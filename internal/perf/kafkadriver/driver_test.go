@@ -96,6 +96,43 @@ func TestWorkloads(t *testing.T) {
 	}
 }
 
+// TestConsumeWarmupStopsAtAFifthOfTheBacklog: a consume run whose
+// consumers would read the whole backlog within the warm-up ends its
+// warm-up after a fifth of it and measures the rest, instead of failing.
+func TestConsumeWarmupStopsAtAFifthOfTheBacklog(t *testing.T) {
+	node := testcluster.Start(t).Node(0)
+	cfg := kafkadriver.DefaultConfig()
+	cfg.Brokers = []string{node.KafkaAddr()}
+	d, err := kafkadriver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	w := perf.DefaultConfig()
+	w.Mode = perf.ModeConsume
+	w.Warmup = time.Minute // far longer than the backlog takes to read
+	w.Duration = time.Minute
+	// Many fetches' worth, so the warm-up can end between two of them.
+	w.Backlog = 200_000
+	w.MessageSize = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := perf.Run(ctx, w, d)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if took := time.Since(start); took > 45*time.Second {
+		t.Errorf("run took %v: the warm-up waited out its time", took)
+	}
+	checkSide(t, "consume", res.Consume, false)
+	// The measured part is what follows the first fifth, give or take a
+	// fetch's worth read while the warm-up ended.
+	if n := res.Consume.Messages; n > w.Backlog*4/5 || n < w.Backlog/2 {
+		t.Errorf("measured %d of %d messages; want at most the last four fifths", n, w.Backlog)
+	}
+}
+
 func checkSide(t *testing.T, name string, f *perf.Figures, latency bool) {
 	t.Helper()
 	if f == nil || f.Messages <= 0 || f.MsgsPerSec <= 0 || f.MBPerSec <= 0 || f.Bytes != f.Messages*100 {
