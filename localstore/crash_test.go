@@ -16,7 +16,7 @@ import (
 // clone of the in-memory filesystem holding what was fsynced plus a random
 // share of what was not (pebble's crashable MemFS). On the clone:
 //   - every append acknowledged before the crash is there, at its offsets,
-//     with its bytes;
+//     with its bytes (large entries, stored in parts, among them);
 //   - the entries tile the log with no gap, and the next append continues
 //     where the log ends (no offset reused);
 //   - no cursor points past the log.
@@ -61,8 +61,11 @@ func crashRound(t *testing.T, seed uint64) {
 			for i := 0; ctx.Err() == nil && i < 2000; i++ {
 				pid := tm.PIDs[(w+i)%2]
 				tag := fmt.Sprintf("w%di%d", w, i)
-				n := 1 + (w*7+i)%5
-				r, err := s.Append(ctx, pid, AppendRequest{Entry: makeEntry(t, tag, n, 64, 0)})
+				n, size := 1+(w*7+i)%5, 64
+				if w == 0 && i%25 == 0 {
+					n, size = 3, 100<<10 // a large entry, stored in parts
+				}
+				r, err := s.Append(ctx, pid, AppendRequest{Entry: makeEntry(t, tag, n, size, 0)})
 				if err != nil {
 					return // the store is closing
 				}
