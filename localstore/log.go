@@ -380,10 +380,11 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 }
 
 // ReadInto reads as Read does, with the entries' values in buf's storage
-// when it is large enough (buf is a buffer to reuse; nil allocates one). It
-// returns the buffer it used, which the caller may reuse once it is done
-// with the entries: a consumer reading on at full speed then allocates (and
-// the runtime clears and collects) nothing per read.
+// as far as it reaches (buf is a buffer to reuse; nil allocates). Values
+// that do not fit go into new buffers, never by moving what was read. It
+// returns the largest buffer it used, which the caller may reuse once it
+// is done with the entries: a consumer reading on at full speed then
+// allocates (and the runtime clears and collects) nothing per read.
 func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) ([]Entry, []byte, error) {
 	buf = buf[:0]
 	p, err := s.partition(pid)
@@ -427,8 +428,9 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		}
 	}
 	var (
-		ends  []int
 		metas []Entry
+		read  int   // bytes of entries read
+		keep  = buf // the largest buffer used, returned for reuse
 	)
 	for ; ok; ok = it.Next() {
 		if _, _, part := decodeEntryPartKey(it.Key()); part {
@@ -436,56 +438,54 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		}
 		_, base, valid := decodeLogKey(it.Key())
 		if !valid {
-			return nil, buf, fmt.Errorf("%w: entry key %x", ErrCorrupt, it.Key())
+			return nil, keep, fmt.Errorf("%w: entry key %x", ErrCorrupt, it.Key())
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, buf, err
+			return nil, keep, err
 		}
 		cnt, size, err := entryHeader(v)
 		if err != nil {
-			return nil, buf, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+			return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 		}
 		if base+cnt <= from {
 			continue // the entry before the one holding from
 		}
-		if len(metas) > 0 && len(buf)+size > maxBytes {
+		if len(metas) > 0 && read+size > maxBytes {
 			break
 		}
-		if len(metas) == 0 {
-			// Sized once from the first entry, so a read of many entries
-			// does not grow by copying itself over and over, while a
-			// tailing read of one small entry stays small.
-			if want := max(size, min(maxBytes, readBufSize, 8*size)); cap(buf) < want {
-				buf = make([]byte, 0, want)
+		if cap(buf)-len(buf) < size {
+			// A new chunk. Entries read so far keep theirs, so nothing
+			// is copied; each chunk is at least twice the last entry and
+			// what the read has taken so far, so a read of many entries
+			// takes few chunks, while a tailing read of one or two
+			// entries allocates little more than it reads.
+			buf = make([]byte, 0, max(size, min(maxBytes-read, readBufSize, 2*max(size, read))))
+			if cap(buf) > cap(keep) {
+				keep = buf
 			}
 		}
 		at := len(buf)
 		buf = append(buf, v...)
 		if len(v) < size {
 			if buf, err = appendParts(it, base, buf, at, size); err != nil {
-				return nil, buf, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 			}
 		}
-		ends = append(ends, len(buf))
-		metas = append(metas, Entry{BaseOffset: base, Count: cnt})
-		if len(buf) >= maxBytes {
+		metas = append(metas, Entry{BaseOffset: base, Count: cnt, Value: buf[at:len(buf):len(buf)]})
+		read += size
+		if read >= maxBytes {
 			break
 		}
 	}
 	if err := it.Error(); err != nil {
-		return nil, buf, err
+		return nil, keep, err
 	}
-	prev := 0
-	for i := range metas {
-		metas[i].Value = buf[prev:ends[i]:ends[i]]
-		prev = ends[i]
-	}
-	return metas, buf, nil
+	return metas, keep[:0], nil
 }
 
-// readBufSize bounds the buffer a read allocates before it knows how much
-// it will read.
+// readBufSize bounds a buffer a read allocates before it knows how much it
+// will read.
 const readBufSize = 4 << 20
 
 // entryHeader reads an entry's first part: the number of offsets the entry
