@@ -123,3 +123,32 @@ func TestPulsarChunkedMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestPulsarLargeReceiverQueue: a consumer with 20000 permits is sent
+// megabytes per wake-up, which the connection writes in 1 MiB pieces;
+// every message still arrives whole and in order.
+func TestPulsarLargeReceiverQueue(t *testing.T) {
+	c := testcluster.Start(t)
+	cl := newClient(t, c.Node(0))
+	topic := newTopic(t, "bigqueue")
+	p := mustProducer(t, cl, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 1000, BatchingMaxSize: 1 << 20, MaxPendingMessages: 10000})
+	const n, size = 30000, 1000
+	payload := func(i int) []byte {
+		b := bytes.Repeat([]byte{byte(i)}, size)
+		copy(b, fmt.Sprintf("m%d/", i))
+		return b
+	}
+	sendAsyncAll(t, p, n, func(i int) *pulsar.ProducerMessage { return &pulsar.ProducerMessage{Payload: payload(i)} })
+	cons := mustSubscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", ReceiverQueueSize: 20000,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	for i := 0; i < n; i++ {
+		m := receive(t, cons, 20*time.Second)
+		if !bytes.Equal(m.Payload(), payload(i)) {
+			t.Fatalf("message %d: %q...", i, m.Payload()[:min(len(m.Payload()), 12)])
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectNone(t, cons, 300*time.Millisecond)
+}

@@ -261,23 +261,28 @@ func (c *conn) writer() {
 		items, c.out.items = c.out.items, items[:0]
 		closed := c.out.closed
 		c.out.Unlock()
+		// Frames go out whenever writeChunk bytes are encoded, so the
+		// buffer stays near that size and is reused: a consumer with
+		// thousands of permits gets megabytes per wake-up, and a buffer
+		// regrown from nothing each time copied and cleared them twice.
 		buf = buf[:0]
+		ok := true
 		for _, it := range items {
 			buf = c.encode(buf, it)
-		}
-		clear(items)
-		if len(buf) > 0 {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-			if _, err := c.nc.Write(buf); err != nil {
-				if !c.stopping.Load() {
-					c.log.Debug("write failed; closing the connection", "err", err)
-				}
-				c.abort()
-				return
+			if len(buf) >= writeChunk && ok {
+				ok = c.write(buf)
+				buf = buf[:0]
 			}
 		}
-		if cap(buf) > 4<<20 {
-			buf = nil
+		clear(items)
+		if len(buf) > 0 && ok {
+			ok = c.write(buf)
+		}
+		if !ok {
+			return
+		}
+		if cap(buf) > 4*writeChunk {
+			buf = nil // one huge frame; do not keep its buffer
 		}
 		if closed {
 			c.out.Lock()
@@ -288,6 +293,23 @@ func (c *conn) writer() {
 			}
 		}
 	}
+}
+
+// writeChunk is how many encoded bytes the writer collects before it
+// writes them.
+const writeChunk = 1 << 20
+
+// write sends encoded frames, or aborts the connection and reports false.
+func (c *conn) write(buf []byte) bool {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	if _, err := c.nc.Write(buf); err != nil {
+		if !c.stopping.Load() {
+			c.log.Debug("write failed; closing the connection", "err", err)
+		}
+		c.abort()
+		return false
+	}
+	return true
 }
 
 // encode appends one frame.
