@@ -70,3 +70,14 @@ func openTest(t testing.TB, cfg Config) *Store {
 func memConfig(fs vfs.FS) Config {
 	return Config{Dir: "/data", FS: fs, Logger: slog.New(slog.DiscardHandler)}
 }
+
+// openTopic opens a store with cfg and creates a one-partition topic.
+func openTopic(t testing.TB, cfg Config, name string) (*Store, PartitionID) {
+	t.Helper()
+	s := openTest(t, cfg)
+	tm, err := s.CreateTopic(name, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tm.PIDs[0]
+}

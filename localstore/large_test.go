@@ -82,12 +82,7 @@ func entryKeys(t *testing.T, s *Store, pid PartitionID) (firsts, parts, largest 
 // alone or between small entries; retention removes its parts with it.
 func TestLargeEntriesAreStoredInParts(t *testing.T) {
 	dir := t.TempDir()
-	s := openTest(t, Config{Dir: dir})
-	tm, err := s.CreateTopic("large", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := tm.PIDs[0]
+	s, pid := openTopic(t, Config{Dir: dir}, "large")
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	// small, 1 MB (six parts), exactly one part, one byte over, small;
@@ -221,12 +216,7 @@ func sizedEntry(t *testing.T, size int) []byte {
 // TestMissingEntryPartIsCorrupt: a large entry with a part gone, or with a
 // part where another belongs, is reported as corrupt, never returned short.
 func TestMissingEntryPartIsCorrupt(t *testing.T) {
-	s := openTest(t, Config{})
-	tm, err := s.CreateTopic("torn", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := tm.PIDs[0]
+	s, pid := openTopic(t, Config{}, "torn")
 	e := randomEntry(t, rand.New(rand.NewPCG(3, 4)), "t", 600, 1000)
 	if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: e}); err != nil {
 		t.Fatal(err)
@@ -268,18 +258,14 @@ func TestMissingEntryPartIsCorrupt(t *testing.T) {
 // large entry's parts up to the length its batch header gives, so an
 // append whose batch disagrees with its header is refused.
 func TestAppendRefusesABatchLongerOrShorterThanItsHeader(t *testing.T) {
-	s := openTest(t, Config{})
-	tm, err := s.CreateTopic("length", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, pid := openTopic(t, Config{}, "length")
 	e := makeEntry(t, "l", 2, 10, 0)
 	for _, bad := range [][]byte{append(bytes.Clone(e), 0), e[:len(e)-1]} {
-		if _, err := s.Append(context.Background(), tm.PIDs[0], AppendRequest{Entry: bad}); !errors.Is(err, protocols.ErrCorruptBatch) {
+		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: bad}); !errors.Is(err, protocols.ErrCorruptBatch) {
 			t.Errorf("append of an entry %d bytes off its header: %v; want ErrCorruptBatch", len(bad)-len(e), err)
 		}
 	}
-	if _, hw, _ := s.Offsets(tm.PIDs[0]); hw != 0 {
+	if _, hw, _ := s.Offsets(pid); hw != 0 {
 		t.Errorf("high watermark %d after refused appends", hw)
 	}
 }

@@ -47,12 +47,7 @@ func TestReadFindsTheEntryHoldingAnyOffset(t *testing.T) {
 // the next; the largest buffer comes back for reuse, and a second read
 // into it allocates nothing.
 func TestReadIntoChunks(t *testing.T) {
-	s := openTest(t, Config{})
-	tm, err := s.CreateTopic("chunks", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := tm.PIDs[0]
+	s, pid := openTopic(t, Config{}, "chunks")
 	// A small entry first, then larger ones: sized from the first entry
 	// alone, the buffer would have to grow.
 	var want [][]byte

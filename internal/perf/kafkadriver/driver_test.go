@@ -17,14 +17,7 @@ import (
 // that the figures add up: messages counted, rates and latencies set, the
 // progress lines and the table printed.
 func TestWorkloads(t *testing.T) {
-	node := testcluster.Start(t).Node(0)
-	cfg := kafkadriver.DefaultConfig()
-	cfg.Brokers = []string{node.KafkaAddr()}
-	d, err := kafkadriver.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := newDriver(t)
 	for _, mode := range []perf.Mode{perf.ModeProduce, perf.ModeConsume, perf.ModeE2E} {
 		t.Run(string(mode), func(t *testing.T) {
 			w := perf.DefaultConfig()
@@ -100,14 +93,7 @@ func TestWorkloads(t *testing.T) {
 // consumers would read the whole backlog within the warm-up ends its
 // warm-up after a fifth of it and measures the rest, instead of failing.
 func TestConsumeWarmupStopsAtAFifthOfTheBacklog(t *testing.T) {
-	node := testcluster.Start(t).Node(0)
-	cfg := kafkadriver.DefaultConfig()
-	cfg.Brokers = []string{node.KafkaAddr()}
-	d, err := kafkadriver.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := newDriver(t)
 	w := perf.DefaultConfig()
 	w.Mode = perf.ModeConsume
 	w.Warmup = time.Minute // far longer than the backlog takes to read
@@ -131,6 +117,20 @@ func TestConsumeWarmupStopsAtAFifthOfTheBacklog(t *testing.T) {
 	if n := res.Consume.Messages; n > w.Backlog*4/5 || n < w.Backlog/2 {
 		t.Errorf("measured %d of %d messages; want at most the last four fifths", n, w.Backlog)
 	}
+}
+
+// newDriver starts a node and returns a driver for it, closed with the test.
+func newDriver(t *testing.T) *kafkadriver.Driver {
+	t.Helper()
+	node := testcluster.Start(t).Node(0)
+	cfg := kafkadriver.DefaultConfig()
+	cfg.Brokers = []string{node.KafkaAddr()}
+	d, err := kafkadriver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
 }
 
 func checkSide(t *testing.T, name string, f *perf.Figures, latency bool) {
