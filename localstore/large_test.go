@@ -3,8 +3,10 @@ package localstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -233,6 +235,29 @@ func TestMissingEntryPartIsCorrupt(t *testing.T) {
 	}
 	v = bytes.Clone(v)
 	_ = closer.Close()
+	// A whole entry whose batch header claims more bytes than it holds
+	// (the length field damaged) is refused before the read sizes a
+	// buffer from it.
+	small := makeEntry(t, "w", 2, 10, 0)
+	r, err := s.Append(context.Background(), pid, AppendRequest{Entry: bytes.Clone(small)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, _ := protocols.EntryBatchOffset(small)
+	binary.BigEndian.PutUint32(small[at+8:], 1<<30) // batchLength
+	if err := s.db.Set(logKey(kindEntry, pid, r.BaseOffset), small, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	es, err := s.Read(pid, r.BaseOffset, 1<<30)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("damaged length: read gave %d entries and %v; want ErrCorrupt", len(es), err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Fatalf("damaged length: the read allocated %d MiB", n>>20)
+	}
 	for _, c := range []struct {
 		name string
 		edit func(b *pebble.Batch)

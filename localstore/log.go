@@ -448,6 +448,11 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		if err != nil {
 			return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 		}
+		if len(v) < size && len(v) != entryPartSize {
+			// Only an entry split into parts is shorter than its header
+			// says, and its first part is always entryPartSize bytes.
+			return nil, keep, fmt.Errorf("partition %d offset %d: %w: the batch header gives %d bytes, the stored entry holds %d", pid, base, ErrCorrupt, size, len(v))
+		}
 		if base+cnt <= from {
 			continue // the entry before the one holding from
 		}
