@@ -27,14 +27,17 @@ var benchDrivers = map[string]perfcli.Factory{}
 func newBenchCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
-		Short: "Load a node and report msgs/s, MB/s and latency percentiles (produce, consume, e2e)",
+		Short: "Load a node and report msgs/s, MB/s and latency percentiles (produce, consume, e2e); time the disk (disk)",
 		Long: `Load a node in the style of kafka-producer-perf-test and pulsar-perf: a progress
 line each second, then a table of msgs/s, MB/s and latency p50/p95/p99/p99.9/max
 from an HDR histogram (or JSON with --json).
 
 Kafka is driven from this binary. Pulsar runs the tern-bench binary from the
 bench module (found next to tern, or on PATH, or named by $TERN_BENCH_BIN),
-so the Pulsar client stays out of tern.`,
+so the Pulsar client stays out of tern.
+
+disk times group commits on the disk under a directory, at the same write
+rate, with no node running: the floor under the latencies the others show.`,
 	}
 	c.AddCommand(perfcli.Commands(perfcli.Options{
 		Drivers:         benchDrivers,
@@ -42,6 +45,7 @@ so the Pulsar client stays out of tern.`,
 		Protocols:       []string{"kafka", "pulsar", "websocket"},
 		DefaultAdminURL: func() string { return (&apiFlags{}).base() },
 	})...)
+	c.AddCommand(perfcli.DiskCommand())
 	return c
 }
 

@@ -1,0 +1,481 @@
+package perf
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// DiskPattern is a way of writing a log to disk that the disk probe times.
+type DiskPattern string
+
+const (
+	// DiskLog appends to a file that was written in full before, as a log
+	// that reuses its old files does (pebble recycles its WAL files so).
+	// The disk then only has the data to write at each fdatasync.
+	DiskLog DiskPattern = "log"
+	// DiskGrowing appends to a new file, which grows with every append:
+	// each fdatasync also commits the file's new size and blocks.
+	DiskGrowing DiskPattern = "growing"
+	// DiskLogFlush is DiskLog plus a second writer that writes every byte
+	// again into new files of DiskConfig.FlushFile bytes, each written
+	// out as it goes and fsynced when full: what an LSM's memtable flush
+	// does beside its WAL, and so the write pattern of a log stored in
+	// pebble.
+	DiskLogFlush DiskPattern = "log+flush"
+)
+
+// DiskPatterns are the patterns in the order the probe runs them.
+var DiskPatterns = []DiskPattern{DiskLog, DiskGrowing, DiskLogFlush}
+
+// DiskConfig is one run of the disk probe: appends of Record bytes arrive
+// at Rate bytes per second, and one writer makes them durable in group
+// commits (it writes what has arrived, fdatasyncs, and starts again), as a
+// broker's log does under sync durability. Commit latency runs from an
+// append's due time to the end of the fdatasync that covers it.
+type DiskConfig struct {
+	// Dir is where the probe writes; it makes a new directory inside and
+	// removes it afterwards.
+	Dir string
+	// Rate is the bytes per second appended.
+	Rate int64
+	// Record is the bytes per append (one produce request's worth).
+	Record int
+	// Warmup and Duration are the unmeasured and measured time of each
+	// pattern.
+	Warmup, Duration time.Duration
+	// Patterns are the patterns to run, in order.
+	Patterns []DiskPattern
+	// FlushFile is the size of the second writer's files in DiskLogFlush
+	// (a memtable's size).
+	FlushFile int64
+	// FlushChunk is how often the second writer starts writing out what
+	// it wrote (pebble's BytesPerSync).
+	FlushChunk int64
+	// Progress gets a line each second; nil discards them.
+	Progress io.Writer
+}
+
+// DefaultDiskConfig is the load of a broker taking 130,000 1 KiB messages
+// a second (half the Kafka path's maximum on a small machine) in produce
+// requests of 64 KiB.
+func DefaultDiskConfig() DiskConfig {
+	return DiskConfig{
+		Dir: ".", Rate: 130 << 20, Record: 64 << 10,
+		Warmup: 2 * time.Second, Duration: 10 * time.Second,
+		Patterns: DiskPatterns, FlushFile: 64 << 20, FlushChunk: 512 << 10,
+	}
+}
+
+// Validate reports what to change in a config that cannot run.
+func (c DiskConfig) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("disk probe: no directory given"))
+	}
+	if c.Rate < 1<<20 || c.Rate > 16<<30 {
+		errs = append(errs, fmt.Errorf("disk probe: rate %d B/s is outside 1 MiB/s to 16 GiB/s", c.Rate))
+	}
+	if c.Record < 512 || c.Record > 64<<20 {
+		errs = append(errs, fmt.Errorf("disk probe: record %d B is outside 512 B to 64 MiB", c.Record))
+	} else if int64(c.Record) > c.Rate {
+		errs = append(errs, fmt.Errorf("disk probe: record %d B is more than a second's worth at %d B/s; lower the record or raise the rate", c.Record, c.Rate))
+	}
+	if c.Warmup < 0 || c.Duration <= 0 || c.Warmup+c.Duration > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("disk probe: warm-up %v and duration %v: want a positive duration and at most 10m in all", c.Warmup, c.Duration))
+	}
+	if len(c.Patterns) == 0 {
+		errs = append(errs, errors.New("disk probe: no patterns given"))
+	}
+	for _, p := range c.Patterns {
+		if !isDiskPattern(p) {
+			errs = append(errs, fmt.Errorf("disk probe: unknown pattern %q: want %s", p, joinPatterns(DiskPatterns)))
+		}
+	}
+	if c.FlushFile < 1<<20 || c.FlushChunk <= 0 || c.FlushChunk > c.FlushFile {
+		errs = append(errs, fmt.Errorf("disk probe: flush file %d B and chunk %d B: want a file of at least 1 MiB and a chunk within it", c.FlushFile, c.FlushChunk))
+	}
+	return errors.Join(errs...)
+}
+
+func isDiskPattern(p DiskPattern) bool {
+	for _, q := range DiskPatterns {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+func joinPatterns(ps []DiskPattern) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ", ")
+}
+
+// ParseDiskPatterns reads a comma-separated list of patterns.
+func ParseDiskPatterns(s string) ([]DiskPattern, error) {
+	var ps []DiskPattern
+	for _, f := range strings.Split(s, ",") {
+		p := DiskPattern(strings.TrimSpace(f))
+		if !isDiskPattern(p) {
+			return nil, fmt.Errorf("unknown disk pattern %q: want %s", p, joinPatterns(DiskPatterns))
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// DiskResult is what the disk probe measured.
+type DiskResult struct {
+	Dir      string              `json:"dir"`
+	Rate     float64             `json:"rate_mb_s"`
+	Record   int                 `json:"record_bytes"`
+	Warmup   float64             `json:"warmup_s"`
+	Duration float64             `json:"duration_s"`
+	Patterns []DiskPatternResult `json:"patterns"`
+}
+
+// DiskPatternResult is one pattern's measured window.
+type DiskPatternResult struct {
+	Pattern DiskPattern `json:"pattern"`
+	// MBps is the bytes made durable per second; Appends and Syncs count
+	// appends and fdatasyncs.
+	MBps    float64 `json:"mb_s"`
+	Appends int64   `json:"appends"`
+	Syncs   int64   `json:"syncs"`
+	// Commit is the time from an append's due time to its fdatasync's end.
+	Commit Latency `json:"commit"`
+	// Fdatasync is the time the fdatasyncs themselves took.
+	Fdatasync Latency `json:"fdatasync"`
+	// FlushMBps is the second writer's rate in DiskLogFlush.
+	FlushMBps float64 `json:"flush_mb_s,omitempty"`
+}
+
+// RunDisk runs each pattern in turn and reports their measured windows.
+func RunDisk(ctx context.Context, cfg DiskConfig) (*DiskResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	dir, err := os.MkdirTemp(cfg.Dir, "tern-disk-probe-")
+	if err != nil {
+		return nil, fmt.Errorf("disk probe: %w (give a writable directory on the disk to test)", err)
+	}
+	defer os.RemoveAll(dir)
+	res := &DiskResult{
+		Dir: cfg.Dir, Rate: float64(cfg.Rate) / 1e6, Record: cfg.Record,
+		Warmup: cfg.Warmup.Seconds(), Duration: cfg.Duration.Seconds(),
+	}
+	// One buffer of random bytes (so no layer below can compress or skip
+	// them) is written over and over.
+	buf := make([]byte, max(cfg.Record, int(min(cfg.FlushChunk, 4<<20))))
+	_, _ = rand.Read(buf)
+	for _, p := range cfg.Patterns {
+		pr, err := runDiskPattern(ctx, cfg, p, dir, buf)
+		if err != nil {
+			return res, fmt.Errorf("disk probe %s: %w", p, err)
+		}
+		res.Patterns = append(res.Patterns, *pr)
+	}
+	return res, nil
+}
+
+// diskRun is one pattern's run.
+type diskRun struct {
+	cfg DiskConfig
+	buf []byte
+	log *os.File
+	// measureAt is when the measured window starts: appends due from
+	// then on are counted.
+	measureAt time.Time
+
+	mu struct {
+		sync.Mutex
+		cond    *sync.Cond
+		due     []time.Time // appends waiting for the writer
+		done    bool
+		commit  *hdrhistogram.Histogram
+		fsync   *hdrhistogram.Histogram
+		iCommit *hdrhistogram.Histogram // this second's
+		iSyncs  int64
+		iBytes  int64
+		appends int64
+		syncs   int64
+		flushed int64 // bytes the second writer wrote in the window
+		err     error
+	}
+	flush chan struct{} // a flush file's worth was appended
+}
+
+func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir string, buf []byte) (*DiskPatternResult, error) {
+	total := cfg.Rate*int64((cfg.Warmup+cfg.Duration)/time.Millisecond)/1000 + 2*int64(cfg.Record)
+	need := total
+	if p == DiskLogFlush {
+		need += 3 * cfg.FlushFile
+	}
+	if free, ok := freeBytes(dir); ok && free < need+need/10 {
+		return nil, fmt.Errorf("needs %d MiB free in %s, %d MiB are: lower --rate or --duration, or give another --dir", need>>20, dir, free>>20)
+	}
+	r := &diskRun{cfg: cfg, buf: buf, flush: make(chan struct{}, 4)}
+	r.mu.cond = sync.NewCond(&r.mu.Mutex)
+	r.mu.commit, r.mu.fsync, r.mu.iCommit = newHist(), newHist(), newHist()
+	var err error
+	r.log, err = os.OpenFile(filepath.Join(dir, string(p)+".log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = r.log.Close()
+		_ = os.Remove(r.log.Name())
+	}()
+	if p != DiskGrowing {
+		fmt.Fprintf(cfg.Progress, "preparing %s: writing the %d MiB file the log will reuse\n", p, total>>20)
+		if err := r.prepare(ctx, total); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	r.measureAt = start.Add(cfg.Warmup)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.writer() }()
+	if p == DiskLogFlush {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.flusher(dir) }()
+	}
+	r.generate(ctx, p, start)
+	r.mu.Lock()
+	r.mu.done = true
+	r.mu.cond.Broadcast()
+	r.mu.Unlock()
+	close(r.flush)
+	wg.Wait()
+	if r.mu.err != nil {
+		return nil, r.mu.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	secs := cfg.Duration.Seconds()
+	return &DiskPatternResult{
+		Pattern:   p,
+		MBps:      float64(r.mu.appends) * float64(cfg.Record) / secs / 1e6,
+		Appends:   r.mu.appends,
+		Syncs:     r.mu.syncs,
+		Commit:    latencyOf(r.mu.commit),
+		Fdatasync: latencyOf(r.mu.fsync),
+		FlushMBps: float64(r.mu.flushed) / secs / 1e6,
+	}, nil
+}
+
+// prepare writes the whole log file once and makes it durable.
+func (r *diskRun) prepare(ctx context.Context, total int64) error {
+	for at := int64(0); at < total; at += int64(len(r.buf)) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := r.log.WriteAt(r.buf[:min(int64(len(r.buf)), total-at)], at); err != nil {
+			return err
+		}
+	}
+	return r.log.Sync()
+}
+
+// generate hands appends to the writer at their due times and prints a
+// progress line each second.
+func (r *diskRun) generate(ctx context.Context, p DiskPattern, start time.Time) {
+	interval := time.Duration(float64(time.Second) * float64(r.cfg.Record) / float64(r.cfg.Rate))
+	measureAt, end := r.measureAt, start.Add(r.cfg.Warmup+r.cfg.Duration)
+	nextLine := start.Add(time.Second)
+	lastLine := start
+	perFlush := r.cfg.FlushFile / int64(r.cfg.Record)
+	for i := int64(0); ctx.Err() == nil; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if !due.Before(end) {
+			break
+		}
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		now := time.Now()
+		r.mu.Lock()
+		if r.mu.err != nil {
+			r.mu.Unlock()
+			return
+		}
+		r.mu.due = append(r.mu.due, due)
+		r.mu.cond.Signal()
+		r.mu.Unlock()
+		if p == DiskLogFlush && (i+1)%perFlush == 0 {
+			select {
+			case r.flush <- struct{}{}:
+			default: // the flusher is behind; the next file waits
+			}
+		}
+		if !now.Before(nextLine) {
+			r.progressLine(p, now, start, measureAt, now.Sub(lastLine).Seconds())
+			lastLine, nextLine = now, nextLine.Add(time.Second)
+		}
+	}
+}
+
+func (r *diskRun) progressLine(p DiskPattern, now, start, measureAt time.Time, secs float64) {
+	r.mu.Lock()
+	syncs, bytes, h := r.mu.iSyncs, r.mu.iBytes, r.mu.iCommit
+	r.mu.iSyncs, r.mu.iBytes, r.mu.iCommit = 0, 0, newHist()
+	r.mu.Unlock()
+	phase := "warm-up"
+	if !now.Before(measureAt) {
+		phase = "measure"
+	}
+	l := latencyOf(h)
+	fmt.Fprintf(r.cfg.Progress, "%6.1fs %-7s %-9s | %7.1f MB/s %6.0f syncs/s | commit p50 %.2f p99 %.2f max %.1f ms\n",
+		now.Sub(start).Seconds(), phase, p, float64(bytes)/secs/1e6, float64(syncs)/secs, l.P50, l.P99, l.Max)
+}
+
+// writer is the group commit: it writes every append that has arrived,
+// fdatasyncs, and records each append's latency.
+func (r *diskRun) writer() {
+	var at int64
+	for {
+		r.mu.Lock()
+		for len(r.mu.due) == 0 && !r.mu.done {
+			r.mu.cond.Wait()
+		}
+		if len(r.mu.due) == 0 {
+			r.mu.Unlock()
+			return
+		}
+		due := r.mu.due
+		r.mu.due = nil
+		r.mu.Unlock()
+		n := int64(len(due)) * int64(r.cfg.Record)
+		for left := n; left > 0; {
+			c := min(left, int64(len(r.buf)))
+			if _, err := r.log.WriteAt(r.buf[:c], at); err != nil {
+				r.setErr(err)
+				return
+			}
+			at += c
+			left -= c
+		}
+		s := time.Now()
+		if err := fdatasync(r.log); err != nil {
+			r.setErr(err)
+			return
+		}
+		e := time.Now()
+		r.mu.Lock()
+		r.mu.iSyncs++
+		r.mu.iBytes += n
+		for _, d := range due {
+			us := min(max(int64(e.Sub(d)/time.Microsecond), histMin), histMax)
+			_ = r.mu.iCommit.RecordValue(us)
+			if !d.Before(r.measureAt) {
+				_ = r.mu.commit.RecordValue(us)
+				r.mu.appends++
+			}
+		}
+		if !e.Before(r.measureAt) {
+			r.mu.syncs++
+			_ = r.mu.fsync.RecordValue(min(max(int64(e.Sub(s)/time.Microsecond), histMin), histMax))
+		}
+		r.mu.Unlock()
+	}
+}
+
+// flusher writes a FlushFile of bytes into a new file for each signal,
+// starting write-out every FlushChunk bytes and fsyncing at the end, and
+// keeps the last two files.
+func (r *diskRun) flusher(dir string) {
+	for i := 0; ; i++ {
+		if _, ok := <-r.flush; !ok {
+			return
+		}
+		name := filepath.Join(dir, fmt.Sprintf("flush-%d", i))
+		f, err := os.Create(name)
+		if err != nil {
+			r.setErr(err)
+			return
+		}
+		for at := int64(0); at < r.cfg.FlushFile; {
+			c := min(r.cfg.FlushChunk, r.cfg.FlushFile-at, int64(len(r.buf)))
+			if _, err := f.Write(r.buf[:c]); err != nil {
+				_ = f.Close()
+				r.setErr(err)
+				return
+			}
+			startWriteOut(f, at, c)
+			at += c
+		}
+		err = f.Sync()
+		_ = f.Close()
+		if err != nil {
+			r.setErr(err)
+			return
+		}
+		r.mu.Lock()
+		if !time.Now().Before(r.measureAt) {
+			r.mu.flushed += r.cfg.FlushFile
+		}
+		r.mu.Unlock()
+		if i >= 2 {
+			_ = os.Remove(filepath.Join(dir, fmt.Sprintf("flush-%d", i-2)))
+		}
+	}
+}
+
+func (r *diskRun) setErr(err error) {
+	r.mu.Lock()
+	if r.mu.err == nil {
+		r.mu.err = err
+	}
+	r.mu.cond.Broadcast()
+	r.mu.Unlock()
+}
+
+// WriteJSON writes the result as one JSON object.
+func (res *DiskResult) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// WriteTable writes the result as a table a person reads.
+func (res *DiskResult) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "disk probe in %s: %.1f MB/s in appends of %d B, one writer in group commits (write, fdatasync), warm-up %gs, measured %gs\n",
+		res.Dir, res.Rate, res.Record, res.Warmup, res.Duration)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "pattern\tMB/s\tsyncs/s\tcommit p50 ms\tp99 ms\tp99.9 ms\tmax ms\tfdatasync p50 ms\tp99 ms\tmax ms\tflush MB/s\t")
+	for _, p := range res.Patterns {
+		flush := "-"
+		if p.Pattern == DiskLogFlush {
+			flush = fmt.Sprintf("%.1f", p.FlushMBps)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n",
+			p.Pattern, p.MBps, float64(p.Syncs)/res.Duration, p.Commit.P50, p.Commit.P99, p.Commit.P999, p.Commit.Max,
+			p.Fdatasync.P50, p.Fdatasync.P99, p.Fdatasync.Max, flush)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "commit: from an append's due time to the end of the fdatasync that covers it. log: a file written in full before;\n"+
+		"growing: a new file; log+flush: log, plus every byte written again into new files as an LSM's flush does.")
+	return err
+}

@@ -1,0 +1,25 @@
+package perf
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// fdatasync makes f's data durable without its timestamps.
+func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
+// startWriteOut starts writing f's bytes [at, at+n) to disk without waiting
+// (pebble's BytesPerSync does the same for the files a flush writes).
+func startWriteOut(f *os.File, at, n int64) {
+	_ = unix.SyncFileRange(int(f.Fd()), at, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
+// freeBytes is the space an unprivileged writer has left in dir.
+func freeBytes(dir string) (int64, bool) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * int64(st.Bsize), true
+}

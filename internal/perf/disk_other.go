@@ -1,0 +1,14 @@
+//go:build !linux
+
+package perf
+
+import "os"
+
+// fdatasync makes f durable (elsewhere than Linux, with its metadata).
+func fdatasync(f *os.File) error { return f.Sync() }
+
+// startWriteOut does nothing where sync_file_range is missing.
+func startWriteOut(*os.File, int64, int64) {}
+
+// freeBytes is unknown here: the probe does not check the space first.
+func freeBytes(string) (int64, bool) { return 0, false }

@@ -1,0 +1,126 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func smallDiskConfig(t *testing.T) DiskConfig {
+	cfg := DefaultDiskConfig()
+	cfg.Dir = t.TempDir()
+	cfg.Rate = 8 << 20
+	cfg.Record = 64 << 10
+	cfg.Warmup = 300 * time.Millisecond
+	cfg.Duration = 1500 * time.Millisecond
+	cfg.FlushFile = 1 << 20
+	cfg.FlushChunk = 256 << 10
+	return cfg
+}
+
+// The probe makes every append durable on a real disk, counts the appends
+// due in the measured window, and leaves nothing behind.
+func TestDiskProbeRunsEachPattern(t *testing.T) {
+	cfg := smallDiskConfig(t)
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	res, err := RunDisk(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Patterns) != len(DiskPatterns) {
+		t.Fatalf("%d patterns measured, want %d", len(res.Patterns), len(DiskPatterns))
+	}
+	// 8 MiB/s in 64 KiB appends is 128 a second: 192 in the window.
+	want := int64(cfg.Duration.Seconds() * float64(cfg.Rate) / float64(cfg.Record))
+	for i, p := range res.Patterns {
+		if p.Pattern != DiskPatterns[i] {
+			t.Errorf("pattern %d is %s, want %s", i, p.Pattern, DiskPatterns[i])
+		}
+		if p.Appends < want-2 || p.Appends > want+2 {
+			t.Errorf("%s: %d appends measured, want %d", p.Pattern, p.Appends, want)
+		}
+		if p.Syncs < 1 || p.Syncs > p.Appends+1 {
+			t.Errorf("%s: %d fdatasyncs for %d appends", p.Pattern, p.Syncs, p.Appends)
+		}
+		if p.Commit.Count != p.Appends || p.Commit.P50 <= 0 || p.Commit.Max < p.Commit.P99 {
+			t.Errorf("%s: commit latency %+v for %d appends", p.Pattern, p.Commit, p.Appends)
+		}
+		if p.Fdatasync.Count != p.Syncs || p.Fdatasync.P50 <= 0 || p.Fdatasync.Max > p.Commit.Max {
+			t.Errorf("%s: fdatasync latency %+v, commit %+v", p.Pattern, p.Fdatasync, p.Commit)
+		}
+		if mb := float64(want) * float64(cfg.Record) / cfg.Duration.Seconds() / 1e6; p.MBps < mb*0.95 || p.MBps > mb*1.05 {
+			t.Errorf("%s: %.2f MB/s, want about %.2f", p.Pattern, p.MBps, mb)
+		}
+		// 1 MiB flush files at 8 MiB/s: about 12 in the window.
+		if flushes := p.FlushMBps * cfg.Duration.Seconds() * 1e6 / float64(cfg.FlushFile); (p.Pattern == DiskLogFlush) != (flushes >= 6) {
+			t.Errorf("%s: %.1f flush files written in the window", p.Pattern, flushes)
+		}
+	}
+	for _, p := range DiskPatterns {
+		if !strings.Contains(progress.String(), "measure "+string(p)) {
+			t.Errorf("no progress line measuring %s in:\n%s", p, progress.String())
+		}
+	}
+	left, err := os.ReadDir(cfg.Dir)
+	if err != nil || len(left) != 0 {
+		t.Errorf("the probe left %v (%v) in its directory", left, err)
+	}
+
+	var table, js bytes.Buffer
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range DiskPatterns {
+		if !strings.Contains(table.String(), string(p)+"  ") {
+			t.Errorf("table has no row for %s:\n%s", p, table.String())
+		}
+	}
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back DiskResult
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Patterns) != 3 || back.Patterns[2].Commit.P99 != res.Patterns[2].Commit.P99 {
+		t.Errorf("JSON does not read back (%v): %s", err, js.String())
+	}
+}
+
+func TestDiskConfigErrorsSayWhatToChange(t *testing.T) {
+	for _, tc := range []struct {
+		change func(*DiskConfig)
+		want   string
+	}{
+		{func(c *DiskConfig) { c.Rate = 1000 }, "rate 1000 B/s is outside"},
+		{func(c *DiskConfig) { c.Record = 100 }, "record 100 B is outside"},
+		{func(c *DiskConfig) { c.Rate, c.Record = 1<<20, 2<<20 }, "lower the record or raise the rate"},
+		{func(c *DiskConfig) { c.Duration = 0 }, "want a positive duration"},
+		{func(c *DiskConfig) { c.Patterns = []DiskPattern{"wal"} }, `unknown pattern "wal"`},
+		{func(c *DiskConfig) { c.Dir = "" }, "no directory given"},
+		{func(c *DiskConfig) { c.FlushChunk = c.FlushFile + 1 }, "a chunk within it"},
+	} {
+		cfg := DefaultDiskConfig()
+		tc.change(&cfg)
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error saying %q", err, tc.want)
+		}
+	}
+	if err := DefaultDiskConfig().Validate(); err != nil {
+		t.Errorf("the default config is refused: %v", err)
+	}
+	if _, err := ParseDiskPatterns("log, log+flush"); err != nil {
+		t.Error(err)
+	}
+	if _, err := ParseDiskPatterns("log,fsync"); err == nil || !strings.Contains(err.Error(), "want log, growing, log+flush") {
+		t.Errorf("got %v for an unknown pattern", err)
+	}
+	cfg := DefaultDiskConfig()
+	cfg.Dir = "/nonexistent/dir"
+	if _, err := RunDisk(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "give a writable directory") {
+		t.Errorf("got %v for a missing directory", err)
+	}
+}

@@ -1,0 +1,79 @@
+package perfcli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ternmq/tern/internal/perf"
+)
+
+// DiskCommand returns the disk command: the group-commit latency the disk
+// under a directory gives at a broker's write rate, in the write patterns
+// that matter for a log.
+func DiskCommand() *cobra.Command {
+	cfg := perf.DefaultDiskConfig()
+	var (
+		rateMiB  int64
+		patterns string
+		asJSON   bool
+	)
+	c := &cobra.Command{
+		Use:   "disk",
+		Short: "Time group commits (write, fdatasync) on the disk under --dir at a broker's write rate",
+		Long: `Time group commits on the disk that will hold tern's data.
+
+Appends of --record bytes arrive at --rate; one writer writes what has
+arrived, fdatasyncs, and starts again, as the log does under sync
+durability. Three write patterns run in turn:
+
+  log        appends into a file written in full before (a reused file)
+  growing    appends into a new file
+  log+flush  log, plus every byte written again into new 64 MiB files,
+             as an LSM's memtable flush does beside its WAL
+
+Commit latency is from an append's due time to the end of its fdatasync:
+the floor under a produce request's latency on this disk. The probe
+writes about rate x (warm-up + duration) bytes per pattern and removes
+its files afterwards.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ps, err := perf.ParseDiskPatterns(patterns)
+			if err != nil {
+				return UsageError{fmt.Errorf("--patterns: %w", err)}
+			}
+			cfg.Patterns = ps
+			cfg.Rate = rateMiB << 20
+			if err := cfg.Validate(); err != nil {
+				return UsageError{err}
+			}
+			out := cmd.OutOrStdout()
+			cfg.Progress = out
+			if asJSON {
+				cfg.Progress = cmd.ErrOrStderr()
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			res, err := perf.RunDisk(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return res.WriteJSON(out)
+			}
+			return res.WriteTable(out)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&cfg.Dir, "dir", cfg.Dir, "directory on the disk to test (the probe works in a new directory inside it)")
+	fl.Int64Var(&rateMiB, "rate", cfg.Rate>>20, "MiB per second appended (130 is 130,000 1 KiB messages a second)")
+	fl.IntVar(&cfg.Record, "record", cfg.Record, "bytes per append (one produce request's worth)")
+	fl.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured time at the start of each pattern")
+	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time of each pattern")
+	fl.StringVar(&patterns, "patterns", "log,growing,log+flush", "patterns to run, comma separated")
+	fl.BoolVar(&asJSON, "json", false, "print the result as JSON (progress lines go to stderr)")
+	return c
+}
