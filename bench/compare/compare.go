@@ -49,6 +49,10 @@ type Config struct {
 	// measured is then the product itself (the peer binary also links
 	// NATS and the Pulsar client, which it keeps resident).
 	TernBinary string
+	// Disk, with e2e runs, also runs the disk probe (tern bench disk) in
+	// Dir at the first system's e2e byte rate: the floor the disk sets
+	// under a durable e2e latency, measured in the same run.
+	Disk bool
 }
 
 // DefaultConfig is three rounds of produce, consume and e2e against
@@ -90,6 +94,9 @@ func (c Config) Validate() error {
 	if c.TernBinary != "" && c.ProfileDir != "" {
 		errs = append(errs, errors.New("compare: --profile-dir profiles the server built into tern-bench; leave out --tern (or profile tern serve through its --pprof)"))
 	}
+	if c.Disk && !slices.Contains(c.Modes, perf.ModeE2E) {
+		errs = append(errs, errors.New("compare: --disk runs at the e2e rate: add e2e to --workloads"))
+	}
 	if c.E2ERate < 0 {
 		errs = append(errs, fmt.Errorf("compare: --e2e-rate %d: want 0 (half of the maximum) or a rate", c.E2ERate))
 	}
@@ -112,6 +119,10 @@ type Report struct {
 	Notes     []string       `json:"notes"`
 	// Skipped lists system/workload pairs not run, with the reason.
 	Skipped []string `json:"skipped,omitempty"`
+	// Disk is the disk probe at the first system's e2e rate (Config.Disk).
+	Disk *perf.DiskResult `json:"disk,omitempty"`
+	// DiskSystem is the system whose e2e rate the probe ran at.
+	DiskSystem string `json:"disk_system,omitempty"`
 }
 
 // skip says which pairs are not worth running: a JetStream that fsyncs
@@ -181,7 +192,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
+	if cfg.Disk {
+		if err := runDisk(ctx, cfg, rep); err != nil {
+			return rep, err
+		}
+	}
 	return rep, nil
+}
+
+// runDisk runs the disk probe at the first system's e2e byte rate, in
+// appends of 64 KiB (a produce request's worth at that rate), with the
+// workload's warm-up and duration.
+func runDisk(ctx context.Context, cfg Config, rep *Report) error {
+	rs := runsOf(rep.Runs, cfg.Systems[0], perf.ModeE2E)
+	if len(rs) == 0 {
+		return nil
+	}
+	d := perf.DefaultDiskConfig()
+	d.Dir = cfg.Dir
+	d.Rate = max(int64(rs[0].Rate)*int64(cfg.Workload.MessageSize), 1<<20)
+	d.Warmup, d.Duration = cfg.Workload.Warmup, cfg.Workload.Duration
+	d.Progress = cfg.Progress
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "== disk probe at %s's e2e rate, %.1f MB/s\n", cfg.Systems[0], float64(d.Rate)/1e6)
+	}
+	res, err := perf.RunDisk(ctx, d)
+	if err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
+	rep.Disk, rep.DiskSystem = res, cfg.Systems[0]
+	return nil
 }
 
 // runOne starts a fresh server for t, runs w against it and stops it.

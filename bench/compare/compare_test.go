@@ -134,6 +134,40 @@ func runTiny(t *testing.T, cfg Config) *Report {
 	return rep
 }
 
+// TestCompareDisk runs the disk probe after the e2e runs, at the first
+// system's e2e byte rate, and reports it with the tables.
+func TestCompareDisk(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Systems = []string{"kfake"}
+	cfg.Modes = []perf.Mode{perf.ModeE2E}
+	cfg.E2ERate = 8000 // 8000 256 B messages: 2 MB/s
+	cfg.Disk = true
+	rep := runTiny(t, cfg)
+	if rep.Disk == nil || rep.DiskSystem != "kfake" {
+		t.Fatalf("no disk probe for kfake: %+v", rep.Disk)
+	}
+	if got, want := rep.Disk.Rate, float64(8000*256)/1e6; got != want {
+		t.Errorf("disk probe at %.3f MB/s, want %.3f (kfake's e2e rate)", got, want)
+	}
+	if len(rep.Disk.Patterns) != len(perf.DiskPatterns) {
+		t.Fatalf("%d disk patterns, want %d", len(rep.Disk.Patterns), len(perf.DiskPatterns))
+	}
+	for _, p := range rep.Disk.Patterns {
+		if p.Appends == 0 || p.Commit.P99 <= 0 {
+			t.Errorf("disk pattern %s measured nothing: %+v", p.Pattern, p)
+		}
+	}
+	var out bytes.Buffer
+	if err := rep.WriteTables(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"the disk at kfake's e2e rate", "log+flush", "growing"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("tables lack %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Systems = []string{"redpanda"}
@@ -144,5 +178,11 @@ func TestValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %s", err, want)
 		}
+	}
+	cfg = DefaultConfig()
+	cfg.Modes = []perf.Mode{perf.ModeProduce}
+	cfg.Disk = true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "add e2e to --workloads") {
+		t.Errorf("--disk without e2e: got %v", err)
 	}
 }

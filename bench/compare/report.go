@@ -161,6 +161,12 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			}
 		}
 	}
+	if rep.Disk != nil {
+		fmt.Fprintf(w, "\nthe disk at %s's e2e rate, no server running (tern bench disk; the floor under a durable latency)\n", rep.DiskSystem)
+		if err := rep.Disk.WriteTable(w); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs")
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "- "+n)

@@ -125,6 +125,7 @@ Systems: ` + strings.Join(compare.Targets, ", "),
 	fl.StringVar(&cfg.Dir, "dir", "", "where servers keep their data (default: the temp directory)")
 	fl.StringVar(&cfg.ProfileDir, "profile-dir", "", "write CPU and allocation profiles of every server run here")
 	fl.StringVar(&cfg.TernBinary, "tern", "", "a tern `binary` whose serve runs tern's systems, so the product itself is measured, not the server built into tern-bench")
+	fl.BoolVar(&cfg.Disk, "disk", false, "also time the disk under --dir at the first system's e2e rate (tern bench disk), with no server running")
 	fl.BoolVar(&asJSON, "json", false, "print every run as JSON instead of the tables")
 	w := &cfg.Workload
 	fl.IntVar(&w.MessageSize, "size", w.MessageSize, "message payload size in bytes")
