@@ -14,7 +14,7 @@ func TestCompressionSetting(t *testing.T) {
 	const entries, msgs, size = 64, 16, 1024 // 1 MiB of mostly zero bytes
 	sizes := map[Compression]uint64{}
 	for _, c := range []Compression{CompressionNone, CompressionSnappy, CompressionMinLZ, CompressionZstd} {
-		s := openTest(t, Config{Compression: c})
+		s := openTest(t, Config{Compression: c, InlineEntries: true})
 		tm, err := s.CreateTopic("persistent://public/default/c", 0, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +53,7 @@ func TestCompressionChangeKeepsData(t *testing.T) {
 	order := []Compression{CompressionSnappy, CompressionNone, CompressionZstd, CompressionMinLZ, CompressionNone}
 	var pid PartitionID
 	for round, c := range order {
-		s, err := Open(Config{Dir: dir, Compression: c})
+		s, err := Open(Config{Dir: dir, Compression: c, InlineEntries: true})
 		if err != nil {
 			t.Fatalf("open with %s: %v", c, err)
 		}

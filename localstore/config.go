@@ -82,6 +82,16 @@ type Config struct {
 	// Durability is the default for appends that do not name one.
 	// Default sync.
 	Durability Durability
+	// InlineEntries keeps every entry in pebble, as before segments: each
+	// entry is then written twice (WAL and flush). By default entries
+	// appended under sync durability are written once, to segment files
+	// beside pebble (see segments.go); async appends stay in pebble, and
+	// so do all entries when Compression is set (segments are not
+	// compressed).
+	InlineEntries bool
+	// SegmentSize is the size at which a segment file is closed and the
+	// next begun. Default 64 MiB.
+	SegmentSize int64
 	// AsyncSyncInterval is how often the WAL is fsynced when async appends
 	// are pending. Default 100ms.
 	AsyncSyncInterval time.Duration
@@ -100,6 +110,7 @@ func DefaultConfig() Config {
 		Durability:        DurabilitySync,
 		AsyncSyncInterval: 100 * time.Millisecond,
 		BlobMinSize:       256,
+		SegmentSize:       64 << 20,
 	}
 }
 
@@ -111,6 +122,9 @@ func (c Config) Validate() error {
 	}
 	if c.MemTableSize != 0 && c.MemTableSize < 1<<20 {
 		errs = append(errs, fmt.Errorf("localstore: memtable size %d is below 1 MiB", c.MemTableSize))
+	}
+	if c.SegmentSize != 0 && (c.SegmentSize < 1<<20 || c.SegmentSize > 1<<31) {
+		errs = append(errs, fmt.Errorf("localstore: segment size %d is outside 1 MiB to 2 GiB", c.SegmentSize))
 	}
 	if !c.Durability.Valid() {
 		errs = append(errs, fmt.Errorf("localstore: durability %q: want sync or async", c.Durability))
@@ -134,6 +148,9 @@ func (c *Config) fill() {
 	}
 	if c.BlobMinSize == 0 {
 		c.BlobMinSize = d.BlobMinSize
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = d.SegmentSize
 	}
 	if c.Durability == "" {
 		c.Durability = d.Durability

@@ -19,14 +19,25 @@ import (
 //     with its bytes (large entries, stored in parts, among them);
 //   - the entries tile the log with no gap, and the next append continues
 //     where the log ends (no offset reused);
-//   - no cursor points past the log.
+//   - no cursor points past the log;
+//   - the log start is at most where retention asked it to be.
 func TestCrashKeepsAcknowledgedAppends(t *testing.T) {
 	rounds := 12
 	if testing.Short() {
 		rounds = 4
 	}
-	for round := 0; round < rounds; round++ {
-		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { crashRound(t, uint64(round)) })
+	for _, inline := range []bool{false, true} {
+		collected := 0
+		for round := 0; round < rounds; round++ {
+			t.Run(fmt.Sprintf("inline=%v/round%d", inline, round), func(t *testing.T) {
+				if crashRound(t, uint64(round), inline) {
+					collected++
+				}
+			})
+		}
+		if !inline && collected == 0 {
+			t.Error("no round removed a segment before its crash; the test did not exercise removal")
+		}
 	}
 }
 
@@ -37,10 +48,13 @@ type acked struct {
 	tag   string
 }
 
-func crashRound(t *testing.T, seed uint64) {
+// crashRound runs one crash and says whether segments had been removed.
+func crashRound(t *testing.T, seed uint64, inline bool) bool {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	fs := vfs.NewCrashableMem()
-	s, err := Open(memConfig(fs))
+	cfg := memConfig(fs)
+	cfg.InlineEntries = inline
+	s, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +76,8 @@ func crashRound(t *testing.T, seed uint64) {
 				pid := tm.PIDs[(w+i)%2]
 				tag := fmt.Sprintf("w%di%d", w, i)
 				n, size := 1+(w*7+i)%5, 64
-				if w == 0 && i%25 == 0 {
-					n, size = 3, 100<<10 // a large entry, stored in parts
+				if w == 0 && i%5 == 0 {
+					n, size = 3, 100<<10 // a large entry (inline: stored in parts)
 				}
 				r, err := s.Append(ctx, pid, AppendRequest{Entry: makeEntry(t, tag, n, size, 0)})
 				if err != nil {
@@ -91,6 +105,31 @@ func crashRound(t *testing.T, seed uint64) {
 		}
 	}()
 
+	// Retention drops the older third of each log now and then, and
+	// segments no entry is in any more are removed, while appends go on.
+	var truncMu sync.Mutex
+	truncated := map[PartitionID]int64{} // highest start asked for
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			for _, pid := range tm.PIDs {
+				_, hw, err := s.Offsets(pid)
+				if err != nil {
+					return
+				}
+				truncMu.Lock()
+				truncated[pid] = max(truncated[pid], hw/3)
+				truncMu.Unlock()
+				if _, err := s.TruncateBefore(pid, hw/3); err != nil {
+					return
+				}
+			}
+			_ = s.collectSegments()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+
 	// Let a random amount of work happen, then crash while it goes on.
 	target := 1 + rng.IntN(1500)
 	deadline := time.Now().Add(30 * time.Second)
@@ -106,6 +145,10 @@ func crashRound(t *testing.T, seed uint64) {
 		time.Sleep(time.Millisecond)
 	}
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(101), RNG: rand.New(rand.NewPCG(seed, 7))})
+	s.segs.rmu.RLock()
+	_, first := s.segs.files[1]
+	first = first || inline
+	s.segs.rmu.RUnlock()
 	cancel()
 	wg.Wait()
 	_ = s.Close()
@@ -113,7 +156,9 @@ func crashRound(t *testing.T, seed uint64) {
 		t.Fatal("no append was acknowledged before the crash; the test proves nothing")
 	}
 
-	s2, err := Open(memConfig(crashed))
+	cfg = memConfig(crashed)
+	cfg.InlineEntries = inline
+	s2, err := Open(cfg)
 	if err != nil {
 		t.Fatalf("reopen after crash: %v", err)
 	}
@@ -149,7 +194,18 @@ func crashRound(t *testing.T, seed uint64) {
 			t.Fatalf("append after crash at %d (%v), want %d", r.BaseOffset, err, hw)
 		}
 	}
+	truncMu.Lock()
+	defer truncMu.Unlock()
+	for _, pid := range tm.PIDs {
+		// Retention may have moved the start, never past what it asked.
+		if start, _, _ := s2.Offsets(pid); start > truncated[pid] {
+			t.Fatalf("partition %d starts at %d after the crash; retention asked for at most %d", pid, start, truncated[pid])
+		}
+	}
 	for _, a := range before {
+		if start, _, _ := s2.Offsets(a.pid); a.base+a.count <= start {
+			continue // dropped by retention
+		}
 		e, ok := stored[a.pid][a.base]
 		if !ok {
 			t.Fatalf("acknowledged append %s at partition %d offset %d lost in the crash", a.tag, a.pid, a.base)
@@ -158,5 +214,6 @@ func crashRound(t *testing.T, seed uint64) {
 			t.Fatalf("offset %d holds %s (%d records), acknowledged %s (%d)", a.base, entryTag(t, e.Value), e.Count, a.tag, a.count)
 		}
 	}
-	t.Logf("%d acknowledged appends checked after the crash", len(before))
+	t.Logf("%d acknowledged appends checked after the crash (segment 1 removed: %v)", len(before), !first)
+	return !first
 }

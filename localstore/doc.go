@@ -1,24 +1,36 @@
 // Package localstore is tern's storage: one pebble database per node holding
-// every partition log, cursor, committed offset, producer state, replication
-// cursor and metadata record.
+// every partition log's index, cursor, committed offset, producer state,
+// replication cursor and metadata record, and segment files beside it
+// holding the bytes of the entries appended under sync durability.
 //
 // A partition log is a sequence of entries keyed by (partition id, base
-// offset); an entry larger than 192 KiB continues in part keys right after
-// its own, which a read joins (pebble reuses its flush buffers only for
-// values up to 256 KiB). Appends assign offsets under the partition's append lock and
-// submit the pebble batch in offset order, then wait for the WAL fsync
-// outside the lock, so concurrent appenders to one partition share fsyncs
-// through pebble's group commit. State that must agree with the log
-// (producer sequences, replication high-water marks, cursor moves) rides in
-// the same pebble batch as the entry, so a crash keeps both or neither.
+// offset). An entry appended under sync durability is written once, as a
+// record in the current segment file (one write stream for every
+// partition, see segments.go), and pebble keeps a pointer to it under the
+// entry's key. Other entries (async appends, stores that compress, and
+// data written before segments) are kept in pebble itself; one larger
+// than 192 KiB continues in part keys right after its own, which a read
+// joins (pebble reuses its flush buffers only for values up to 256 KiB).
+//
+// Appends assign offsets under the partition's append lock and hand their
+// batches, in offset order, to one committer, which fdatasyncs the
+// segments, applies the batches and fsyncs pebble's WAL once per group:
+// concurrent appenders, to one partition or many, share both fsyncs. A
+// pointer is applied only after its record's fdatasync. State that must
+// agree with the log (producer sequences, replication high-water marks,
+// cursor moves) rides in the same pebble batch as the entry, so a crash
+// keeps both or neither. (With InlineEntries the committer is not used:
+// batches go to pebble under the append lock and share its group commit.)
 //
 // Invariants:
 //   - offsets in a partition are dense and never reused: a new entry's base
 //     offset is the previous entry's end, across crashes and retention;
 //   - the high watermark only covers durable entries (under sync
 //     durability), and readers never see past it;
+//   - a pointer in pebble refers to a record made durable before it;
 //   - the log start offset only moves forward; retention deletes whole
-//     entries as key ranges;
+//     entries as key ranges, and a segment goes once no partition's
+//     retained entries are in it;
 //   - a cursor never points past the log.
 //
 // localstore knows the entry format (protocols.Entry) but not Kafka or Pulsar

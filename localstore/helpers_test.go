@@ -68,7 +68,8 @@ func openTest(t testing.TB, cfg Config) *Store {
 }
 
 func memConfig(fs vfs.FS) Config {
-	return Config{Dir: "/data", FS: fs, Logger: slog.New(slog.DiscardHandler)}
+	// Small segments, so a crash test fills and removes several.
+	return Config{Dir: "/data", FS: fs, Logger: slog.New(slog.DiscardHandler), SegmentSize: 1 << 20}
 }
 
 // openTopic opens a store with cfg and creates a one-partition topic.

@@ -84,7 +84,7 @@ func entryKeys(t *testing.T, s *Store, pid PartitionID) (firsts, parts, largest 
 // alone or between small entries; retention removes its parts with it.
 func TestLargeEntriesAreStoredInParts(t *testing.T) {
 	dir := t.TempDir()
-	s, pid := openTopic(t, Config{Dir: dir}, "large")
+	s, pid := openTopic(t, Config{Dir: dir, InlineEntries: true}, "large")
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	// small, 1 MB (six parts), exactly one part, one byte over, small;
@@ -180,7 +180,7 @@ func TestLargeEntriesAreStoredInParts(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openTest(t, Config{Dir: dir})
+	s = openTest(t, Config{Dir: dir, InlineEntries: true})
 	check("reopened")
 
 	// Retention up to the small entry after the second large one removes
@@ -218,7 +218,7 @@ func sizedEntry(t *testing.T, size int) []byte {
 // TestMissingEntryPartIsCorrupt: a large entry with a part gone, or with a
 // part where another belongs, is reported as corrupt, never returned short.
 func TestMissingEntryPartIsCorrupt(t *testing.T) {
-	s, pid := openTopic(t, Config{}, "torn")
+	s, pid := openTopic(t, Config{InlineEntries: true}, "torn")
 	e := randomEntry(t, rand.New(rand.NewPCG(3, 4)), "t", 600, 1000)
 	if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: e}); err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestMissingEntryPartIsCorrupt(t *testing.T) {
 // large entry's parts up to the length its batch header gives, so an
 // append whose batch disagrees with its header is refused.
 func TestAppendRefusesABatchLongerOrShorterThanItsHeader(t *testing.T) {
-	s, pid := openTopic(t, Config{}, "length")
+	s, pid := openTopic(t, Config{InlineEntries: true}, "length")
 	e := makeEntry(t, "l", 2, 10, 0)
 	for _, bad := range [][]byte{append(bytes.Clone(e), 0), e[:len(e)-1]} {
 		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: bad}); !errors.Is(err, protocols.ErrCorruptBatch) {

@@ -58,7 +58,7 @@ func checkEntries(t *testing.T, s *Store, pid PartitionID, flushes, perFlush int
 // fsyncs and compactions.
 func TestFlushWritesOneBlobFile(t *testing.T) {
 	const flushes, perFlush = 8, 24 // 6 MiB a flush, above the 2 MiB default
-	s := openTest(t, Config{MemTableSize: 8 << 20})
+	s := openTest(t, Config{MemTableSize: 8 << 20, InlineEntries: true})
 	pid := fillFlushes(t, s, flushes, perFlush, false)
 	if n := s.db.Metrics().BlobFiles.LiveCount; n != flushes {
 		t.Errorf("%d flushes left %d blob files, want one each", flushes, n)
@@ -74,7 +74,7 @@ func TestCompactionKeepsBlobValues(t *testing.T) {
 	// Small flushes under a large target file size: each compaction's
 	// output is one sstable referring to every flush's blob file.
 	const flushes, perFlush = 24, 2 // 512 KiB a flush
-	s := openTest(t, Config{MemTableSize: 8 << 20})
+	s := openTest(t, Config{MemTableSize: 8 << 20, InlineEntries: true})
 	pid := fillFlushes(t, s, flushes, perFlush, true)
 	total := s.db.Metrics().Total()
 	// pebble counts a flush's blob bytes as compacted too.

@@ -3,7 +3,9 @@ package localstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/ternmq/tern/protocols"
@@ -60,6 +62,8 @@ func (s *Store) Append(ctx context.Context, pid PartitionID, req AppendRequest) 
 // PendingAppend is an append whose offsets are assigned and whose write is
 // submitted, but whose durability has not been awaited yet.
 type PendingAppend struct {
+	// item is the append's place in the committer's queue (with segments).
+	item   *commitItem
 	s      *Store
 	p      *partition
 	b      *pebble.Batch
@@ -141,9 +145,18 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 	// the capacity of whichever pooled batch pebble hands out, a 1 MiB
 	// entry cost 2 to 3 MiB of buffers, the last one too large to be
 	// pooled again.
-	bs := batchSize(size, ops)
-	b := s.db.NewBatchWithSize(bs, pebble.WithInitialSizeBytes(bs))
-	if err := req.write(b, pid, base, size, now); err != nil {
+	var (
+		b    *pebble.Batch
+		item *commitItem
+	)
+	if s.segWrites && sync {
+		b, item, err = s.writeSegment(&req, pid, base, size, now, ops)
+	} else {
+		bs := batchSize(size, ops)
+		b = s.db.NewBatchWithSize(bs, pebble.WithInitialSizeBytes(bs))
+		err = req.write(b, pid, base, size, now)
+	}
+	if err != nil {
 		p.mu.Unlock()
 		_ = b.Close()
 		return nil, err
@@ -159,19 +172,37 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 	_ = b.Set(headKey(pid), nh.encode(), nil)
 	for _, op := range ops {
 		if err := applyOp(b, op); err != nil {
+			if item != nil {
+				s.segs.committed(item.ptr)
+			}
 			p.mu.Unlock()
 			_ = b.Close()
 			return nil, err
 		}
 	}
-	if sync {
+	switch {
+	case s.segWrites:
+		// Through the committer, in this partition's offset order.
+		if item == nil {
+			item = &commitItem{done: make(chan error, 1)}
+		}
+		item.b, item.sync = b, sync
+		if !s.cmt.enqueue(item) {
+			err = ErrClosed
+			if item.hasPtr {
+				s.segs.committed(item.ptr)
+			}
+		}
+	case sync:
 		err = s.db.ApplyNoSyncWait(b, pebble.Sync)
-	} else {
+	default:
 		s.unsynced.Store(true)
 		err = s.db.Apply(b, pebble.NoSync)
 	}
 	if err != nil {
-		s.fail(err)
+		if !errors.Is(err, ErrClosed) {
+			s.fail(err)
+		}
 		p.mu.Unlock()
 		_ = b.Close()
 		return nil, err
@@ -179,7 +210,8 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 	p.head = nh
 	p.mu.Unlock()
 	return &PendingAppend{
-		s: s, p: p, b: b, end: nh.Next, synced: !sync,
+		item: item,
+		s:    s, p: p, b: b, end: nh.Next, synced: !sync && item == nil,
 		bytes: int64(size), recs: int64(h.NumRecords),
 		res: AppendResult{BaseOffset: base, Count: count, AppendTime: now},
 	}, nil
@@ -279,6 +311,48 @@ func (req *AppendRequest) write(b *pebble.Batch, pid PartitionID, base int64, si
 	return nil
 }
 
+// writeSegment writes the entry, stamped with its base offset and append
+// time, as a segment record, and returns a batch holding its pointer and
+// the committer item that will make the record durable before the pointer.
+func (s *Store) writeSegment(req *AppendRequest, pid PartitionID, base int64, size int, now int64, ops []Op) (*pebble.Batch, *commitItem, error) {
+	b := s.db.NewBatchWithSize(batchSize(segPointerSize, ops))
+	entry := req.Entry
+	if entry == nil {
+		env := req.Envelope
+		if env == nil {
+			env = &protocols.Envelope{}
+		}
+		bp := entryBufs.Get().(*[]byte)
+		defer entryBufs.Put(bp)
+		enc, err := protocols.AppendEntry((*bp)[:0], env, req.Batch)
+		if err != nil {
+			return b, nil, err
+		}
+		*bp = enc[:0]
+		entry = enc
+	}
+	if len(entry) != size {
+		return b, nil, fmt.Errorf("localstore: entry encoded to %d bytes, %d were expected", len(entry), size)
+	}
+	if err := protocols.StampEntry(entry, base, now); err != nil {
+		return b, nil, err
+	}
+	ptr, err := s.segs.write(entry)
+	if err != nil {
+		return b, nil, err
+	}
+	item := &commitItem{ptr: ptr, hasPtr: true, done: make(chan error, 1)}
+	if err := b.Set(logKey(kindEntry, pid, base), ptr.encode(), nil); err != nil {
+		s.segs.committed(ptr)
+		return b, nil, err
+	}
+	return b, item, nil
+}
+
+// entryBufs are buffers an entry is encoded in before its segment write;
+// the write copies it, so the buffer is free again when it returns.
+var entryBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
 // Offsets are the entry's assigned offsets, known before it is durable.
 func (pa *PendingAppend) Offsets() (base, count int64) { return pa.res.BaseOffset, pa.res.Count }
 
@@ -293,7 +367,13 @@ func (pa *PendingAppend) Wait() (AppendResult, error) {
 		return pa.res, pa.waitCovered()
 	}
 	var err error
-	if !pa.synced {
+	switch {
+	case pa.item != nil:
+		if pa.item.sync {
+			pa.s.stats.syncWaits.Add(1)
+		}
+		err = <-pa.item.done
+	case !pa.synced:
 		pa.s.stats.syncWaits.Add(1)
 		err = pa.b.SyncWait()
 	}
@@ -443,6 +523,37 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return nil, keep, err
+		}
+		if ptr, ok := decodeSegPointer(v); ok {
+			size := int(ptr.Len)
+			if len(metas) > 0 && read+size > maxBytes {
+				break
+			}
+			if need := segRecordHeader + size; cap(buf)-len(buf) < need {
+				buf = make([]byte, 0, max(need, min(maxBytes-read, readBufSize, 2*max(need, read))))
+				if cap(buf) > cap(keep) {
+					keep = buf
+				}
+			}
+			mark := len(buf)
+			var at int
+			if buf, at, err = s.segs.read(ptr, buf); err != nil {
+				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+			}
+			cnt, _, err := entryHeader(buf[at:])
+			if err != nil {
+				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+			}
+			if base+cnt <= from {
+				buf = buf[:mark] // the entry before the one holding from
+				continue
+			}
+			metas = append(metas, Entry{BaseOffset: base, Count: cnt, Value: buf[at:len(buf):len(buf)]})
+			read += size
+			if read >= maxBytes {
+				break
+			}
+			continue
 		}
 		cnt, size, err := entryHeader(v)
 		if err != nil {

@@ -17,7 +17,8 @@ type Metrics struct {
 	SyncWaits int64
 	// LogBytes is the size of every retained entry.
 	LogBytes int64
-	// DiskBytes is pebble's total on-disk size (sstables, WAL, manifests).
+	// DiskBytes is the store's size on disk: pebble's (sstables, WAL,
+	// manifests) and the segment files'.
 	DiskBytes uint64
 	// MemtableBytes is the memory in memtables.
 	MemtableBytes uint64
@@ -31,17 +32,26 @@ type Metrics struct {
 	// WALFsync is pebble's WAL fsync latency since open; its Buckets are
 	// nil when the store is closed or pebble keeps no histogram.
 	WALFsync FsyncHistogram
+	// Segments is the number of segment files; SegmentBytesWritten what
+	// was written to them since open; SegmentFsync their fdatasyncs'
+	// latency (one per group commit of appends in segments).
+	Segments            int
+	SegmentBytesWritten int64
+	SegmentFsync        FsyncHistogram
 }
 
 // Metrics returns current figures.
 func (s *Store) Metrics() Metrics {
 	m := Metrics{
-		AppendedEntries: s.stats.appends.Load(),
-		AppendedBytes:   s.stats.appendBytes.Load(),
-		AppendedRecords: s.stats.records.Load(),
-		SyncWaits:       s.stats.syncWaits.Load(),
-		WriteStalls:     s.writeStalls.Load(),
-		Failed:          s.failed.Load() != nil,
+		AppendedEntries:     s.stats.appends.Load(),
+		AppendedBytes:       s.stats.appendBytes.Load(),
+		AppendedRecords:     s.stats.records.Load(),
+		SyncWaits:           s.stats.syncWaits.Load(),
+		WriteStalls:         s.writeStalls.Load(),
+		Failed:              s.failed.Load() != nil,
+		Segments:            s.segs.count(),
+		SegmentBytesWritten: s.segs.written.Load(),
+		SegmentFsync:        fsyncHistogram(s.segs.fsync, 1),
 	}
 	s.mu.RLock()
 	m.Topics = len(s.mu.topics)
@@ -60,12 +70,12 @@ func (s *Store) Metrics() Metrics {
 		return m
 	}
 	pm := s.db.Metrics()
-	m.DiskBytes = pm.DiskSpaceUsage()
+	m.DiskBytes = pm.DiskSpaceUsage() + s.segs.diskBytes()
 	m.MemtableBytes = pm.MemTable.Size
 	m.WALBytesWritten = pm.WAL.BytesWritten
 	m.Flushes = pm.Flush.Count
 	m.Compactions = pm.Compact.Count
-	m.WALFsync = fsyncHistogram(pm.LogWriter.FsyncLatency)
+	m.WALFsync = fsyncHistogram(pm.LogWriter.FsyncLatency, 1e9)
 	return m
 }
 
@@ -83,9 +93,10 @@ type FsyncHistogram struct {
 	Buckets map[float64]uint64
 }
 
-// fsyncHistogram converts pebble's fsync histogram, which observes
-// nanoseconds; a nil or unreadable one gives the zero value.
-func fsyncHistogram(h prometheus.Histogram) FsyncHistogram {
+// fsyncHistogram converts a fsync histogram observing units per second
+// (pebble's observes nanoseconds); a nil or unreadable one gives the zero
+// value.
+func fsyncHistogram(h prometheus.Histogram, units float64) FsyncHistogram {
 	if h == nil {
 		return FsyncHistogram{}
 	}
@@ -93,14 +104,13 @@ func fsyncHistogram(h prometheus.Histogram) FsyncHistogram {
 	if err := h.Write(&m); err != nil || m.Histogram == nil {
 		return FsyncHistogram{}
 	}
-	// pebble observes durations in nanoseconds.
 	out := FsyncHistogram{
 		Count:   m.Histogram.GetSampleCount(),
-		Sum:     m.Histogram.GetSampleSum() / 1e9,
+		Sum:     m.Histogram.GetSampleSum() / units,
 		Buckets: make(map[float64]uint64, len(m.Histogram.Bucket)),
 	}
 	for _, b := range m.Histogram.Bucket {
-		out.Buckets[b.GetUpperBound()/1e9] = b.GetCumulativeCount()
+		out.Buckets[b.GetUpperBound()/units] = b.GetCumulativeCount()
 	}
 	return out
 }

@@ -235,7 +235,9 @@ func (s *Store) DeleteTopic(name string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.commit(b, true); err != nil {
+	// After the appends started before it, which would otherwise write
+	// the partitions' heads back.
+	if err := s.commitOrdered(b, true); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -251,6 +253,7 @@ func (s *Store) DeleteTopic(name string) error {
 			p.close()
 		}
 	}
+	s.kickCollection()
 	return nil
 }
 

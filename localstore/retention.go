@@ -20,6 +20,14 @@ type Retention struct {
 // removed. Entries are removed as key ranges in one pebble batch with the
 // new head, so a crash leaves either the old or the new log start.
 func (s *Store) EnforceRetention(pid PartitionID, r Retention) (int64, error) {
+	n, err := s.enforceRetention(pid, r)
+	if err == nil && n > 0 {
+		s.kickCollection()
+	}
+	return n, err
+}
+
+func (s *Store) enforceRetention(pid PartitionID, r Retention) (int64, error) {
 	if r.MaxAge <= 0 && r.MaxBytes <= 0 {
 		return 0, nil
 	}
@@ -81,6 +89,14 @@ func (s *Store) EnforceRetention(pid PartitionID, r Retention) (int64, error) {
 // watermark) and deletes the entries that end at or before it. An entry
 // that straddles offset stays; reads below offset are refused.
 func (s *Store) TruncateBefore(pid PartitionID, offset int64) (int64, error) {
+	start, err := s.truncateBefore(pid, offset)
+	if err == nil {
+		s.kickCollection()
+	}
+	return start, err
+}
+
+func (s *Store) truncateBefore(pid PartitionID, offset int64) (int64, error) {
 	p, err := s.partition(pid)
 	if err != nil {
 		return 0, err
@@ -155,7 +171,8 @@ func (s *Store) truncateLocked(p *partition, newStart, bytes, entries int64) err
 	_ = b.DeleteRange(pidPrefix(kindEntry, p.id), logKey(kindEntry, p.id, keepFrom), nil)
 	_ = b.DeleteRange(pidPrefix(kindIndex, p.id), logKey(kindIndex, p.id, keepFrom), nil)
 	_ = b.Set(headKey(p.id), nh.encode(), nil)
-	if err := s.commit(b, true); err != nil {
+	// After the appends started before it: their batches carry the head.
+	if err := s.commitOrdered(b, true); err != nil {
 		return err
 	}
 	p.head = nh

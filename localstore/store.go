@@ -11,13 +11,22 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Store is one node's storage. It is safe for concurrent use.
 type Store struct {
 	cfg Config
 	db  *pebble.DB
-	log *slog.Logger
+	// segs holds the entries written to segment files; segWrites says
+	// whether new sync appends go there (and so through the committer).
+	segs      *segments
+	segWrites bool
+	cmt       committer
+	cwg       sync.WaitGroup
+	gcMu      sync.Mutex    // one segment collection at a time
+	gcKick    chan struct{} // asks collectLoop to run
+	log       *slog.Logger
 
 	mu struct {
 		sync.RWMutex
@@ -111,12 +120,30 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("localstore: open %s: %w", cfg.Dir, err)
 	}
 	s.db = db
-	if err := s.load(); err != nil {
+	fs := cfg.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if s.segs, err = openSegments(fs, cfg.Dir, cfg.SegmentSize); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	s.wg.Add(1)
+	if err := s.load(); err != nil {
+		_ = s.segs.close()
+		_ = db.Close()
+		return nil, err
+	}
+	s.cmt.cond = sync.NewCond(&s.cmt.mu)
+	// Segments hold entries as clients sent them; a store that compresses
+	// keeps its entries in pebble, which compresses its blocks.
+	if s.segWrites = !cfg.InlineEntries && (cfg.Compression == "" || cfg.Compression == CompressionNone); s.segWrites {
+		s.cwg.Add(1)
+		go s.commitLoop()
+	}
+	s.gcKick = make(chan struct{}, 1)
+	s.wg.Add(2)
 	go s.syncLoop()
+	go s.collectLoop()
 	return s, nil
 }
 
@@ -128,6 +155,8 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	s.wg.Wait()
+	s.cmt.close()
+	s.cwg.Wait()
 	s.mu.RLock()
 	for _, p := range s.mu.partitions {
 		p.close()
@@ -137,7 +166,7 @@ func (s *Store) Close() error {
 	if s.unsynced.Load() && s.failed.Load() == nil {
 		errs = append(errs, s.db.LogData(nil, pebble.Sync))
 	}
-	errs = append(errs, s.db.Close())
+	errs = append(errs, s.db.Close(), s.segs.close())
 	return errors.Join(errs...)
 }
 

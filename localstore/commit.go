@@ -1,0 +1,147 @@
+package localstore
+
+import (
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// With segments, appends reach pebble through one committer, in the order
+// they were started: a pointer may become durable only after its record
+// (the committer fdatasyncs the segments first), and the batches of one
+// partition, each carrying the partition's head, must be applied in
+// offset order. Writes that must be ordered after the appends before them
+// (truncation, topic deletion) go the same way.
+
+// commitItem is one batch waiting for the committer.
+type commitItem struct {
+	b      *pebble.Batch
+	ptr    segPointer
+	hasPtr bool
+	sync   bool
+	done   chan error
+}
+
+type committer struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []*commitItem
+	closed bool
+}
+
+// enqueue hands it to the committer; false if the store is closing.
+func (c *committer) enqueue(it *commitItem) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.queue = append(c.queue, it)
+	c.cond.Signal()
+	return true
+}
+
+// take waits for items; nil once closed and drained.
+func (c *committer) take() []*commitItem {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.queue) == 0 && !c.closed {
+		c.cond.Wait()
+	}
+	q := c.queue
+	c.queue = nil
+	return q
+}
+
+func (c *committer) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// commitLoop is the committer's first stage: for each group of items it
+// fdatasyncs the segments their records are in and applies their batches
+// in order, then hands the group to walStage, which fsyncs pebble's WAL
+// once if any item asked for durability. The two overlap: a group's
+// segment fdatasync runs while the group before waits for the WAL's.
+func (s *Store) commitLoop() {
+	defer s.cwg.Done()
+	groups := make(chan commitGroup, 2)
+	s.cwg.Add(1)
+	go s.walStage(groups)
+	defer close(groups)
+	for {
+		items := s.cmt.take()
+		if items == nil {
+			return
+		}
+		var err error
+		if e := s.failed.Load(); e != nil {
+			err = *e
+		}
+		seg, durable := false, false
+		for _, it := range items {
+			durable = durable || it.sync
+			seg = seg || (it.sync && it.hasPtr)
+		}
+		if err == nil && seg {
+			err = s.segs.sync()
+		}
+		for _, it := range items {
+			if err != nil {
+				break
+			}
+			err = s.db.Apply(it.b, pebble.NoSync)
+		}
+		if err != nil {
+			s.fail(err)
+		}
+		groups <- commitGroup{items: items, durable: durable, err: err}
+	}
+}
+
+// commitGroup is one group of items between the committer's stages.
+type commitGroup struct {
+	items   []*commitItem
+	durable bool
+	err     error
+}
+
+// walStage is the committer's second stage: it makes each group's batches
+// durable in pebble, in order, and answers the group's items.
+func (s *Store) walStage(groups <-chan commitGroup) {
+	defer s.cwg.Done()
+	for g := range groups {
+		err := g.err
+		if err == nil {
+			if g.durable {
+				err = s.db.LogData(nil, pebble.Sync)
+			} else {
+				s.unsynced.Store(true)
+			}
+			if err != nil {
+				s.fail(err)
+			}
+		}
+		for _, it := range g.items {
+			if it.hasPtr {
+				s.segs.committed(it.ptr)
+			}
+			it.done <- err
+		}
+	}
+}
+
+// commitOrdered applies b after every append started before it, durably
+// if sync, and waits. Without segments it is commit.
+func (s *Store) commitOrdered(b *pebble.Batch, sync bool) error {
+	if !s.segWrites {
+		return s.commit(b, sync)
+	}
+	it := &commitItem{b: b, sync: sync, done: make(chan error, 1)}
+	if !s.cmt.enqueue(it) {
+		return ErrClosed
+	}
+	return <-it.done
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package localstore
+
+const raceEnabled = false

@@ -1,0 +1,301 @@
+package localstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ternmq/tern/protocols"
+)
+
+// appendStamped appends e and returns it as stored (stamped with its base
+// offset and append time).
+func appendStamped(t *testing.T, s *Store, pid PartitionID, e []byte, d Durability) []byte {
+	t.Helper()
+	r, err := s.Append(context.Background(), pid, AppendRequest{Entry: e, Durability: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protocols.StampEntry(e, r.BaseOffset, r.AppendTime); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// readAll reads a partition's whole log.
+func readAll(t *testing.T, s *Store, pid PartitionID) [][]byte {
+	t.Helper()
+	start, hw, err := s.Offsets(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for next := start; next < hw; {
+		es, err := s.Read(pid, next, 256<<10)
+		if err != nil {
+			t.Fatalf("read at %d: %v", next, err)
+		}
+		for _, e := range es {
+			out = append(out, bytes.Clone(e.Value))
+			next = e.BaseOffset + e.Count
+		}
+	}
+	return out
+}
+
+func sameEntries(t *testing.T, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("read %d entries, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("entry %d: %d bytes differ from the %d appended", i, len(got[i]), len(want[i]))
+		}
+	}
+}
+
+// storedInSegment says whether the entry at base is a pointer in pebble.
+func storedInSegment(t *testing.T, s *Store, pid PartitionID, base int64) bool {
+	t.Helper()
+	v, ok, err := s.Get(logKey(kindEntry, pid, base))
+	if err != nil || !ok {
+		t.Fatalf("entry %d: %v, found %v", base, err, ok)
+	}
+	_, seg := decodeSegPointer(v)
+	return seg
+}
+
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, segmentsDir, "*.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// Sync appends go to segment files, one after another across partitions,
+// a new file once one is full (an entry larger than a file takes one of
+// its own); they read back byte for byte, before and after a reopen, and
+// after a reopen writing starts in a new file.
+func TestSyncAppendsAreWrittenOnceToSegments(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, SegmentSize: 1 << 20}
+	s := openTest(t, cfg)
+	tm, err := s.CreateTopic("seg", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[PartitionID][][]byte{}
+	sizes := []int{100, 300 << 10, 10, 700 << 10, 1500 << 10, 5, 200 << 10}
+	for i, size := range sizes {
+		pid := tm.PIDs[i%2]
+		want[pid] = append(want[pid], appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("s%d", i), 1, size, 1000), DurabilitySync))
+	}
+	for _, pid := range tm.PIDs {
+		sameEntries(t, readAll(t, s, pid), want[pid])
+		for base := range int64(len(want[pid])) {
+			if !storedInSegment(t, s, pid, base) {
+				t.Errorf("partition %d entry %d is in pebble, want a pointer to a segment", pid, base)
+			}
+		}
+	}
+	// In 1 MiB files: the first four entries (1000 KiB), the 1500 KiB
+	// one alone, the last two.
+	files := segmentFiles(t, dir)
+	if len(files) != 3 {
+		t.Errorf("%d segment files, want 3", len(files))
+	}
+	total := 0
+	for _, es := range want {
+		for _, e := range es {
+			total += segRecordHeader + len(e)
+		}
+	}
+	if m := s.Metrics(); m.Segments != len(files) || m.SegmentFsync.Count == 0 || m.SegmentBytesWritten != int64(total) {
+		t.Errorf("metrics: %d segments (%d files), %d fsyncs, %d bytes written", m.Segments, len(files), m.SegmentFsync.Count, m.SegmentBytesWritten)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTest(t, cfg)
+	for _, pid := range tm.PIDs {
+		sameEntries(t, readAll(t, s, pid), want[pid])
+	}
+	pid := tm.PIDs[0]
+	want[pid] = append(want[pid], appendStamped(t, s, pid, makeEntry(t, "after", 1, 10, 1000), DurabilitySync))
+	sameEntries(t, readAll(t, s, pid), want[pid])
+	if got := segmentFiles(t, dir); len(got) != len(files)+1 {
+		t.Errorf("%d segment files after a reopen and an append, want a new one after the %d", len(got), len(files))
+	}
+}
+
+// Async appends, and every append to a store that compresses, stay in
+// pebble; a log may hold both kinds and reads them in order, whichever
+// way the store was opened.
+func TestEntriesInPebbleAndSegmentsReadTogether(t *testing.T) {
+	dir := t.TempDir()
+	s, pid := openTopic(t, Config{Dir: dir, SegmentSize: 1 << 20}, "mixed")
+	var want [][]byte
+	for i, d := range []Durability{DurabilitySync, DurabilityAsync, DurabilitySync} {
+		want = append(want, appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("m%d", i), 2, 1000, 1000), d))
+	}
+	for i, seg := range []bool{true, false, true} {
+		if got := storedInSegment(t, s, pid, int64(2*i)); got != seg {
+			t.Errorf("entry %d in a segment: %v, want %v", i, got, seg)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []Config{
+		{Dir: dir, InlineEntries: true},
+		{Dir: dir, Compression: CompressionZstd},
+	} {
+		s = openTest(t, cfg)
+		_, base, err := s.Offsets(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, appendStamped(t, s, pid, makeEntry(t, "inline", 1, 1000, 1000), DurabilitySync))
+		if storedInSegment(t, s, pid, base) {
+			t.Errorf("with %+v a sync append went to a segment", cfg)
+		}
+		sameEntries(t, readAll(t, s, pid), want)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Segments are removed once no partition's retained entries are in them:
+// a partition that keeps its entries keeps the segments it shares.
+func TestRetentionAndDeletionRemoveSegments(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Config{Dir: dir, SegmentSize: 1 << 20})
+	a, err := s.CreateTopic("a", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.CreateTopic("b", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := a.PIDs[0], b.PIDs[0]
+	var keptB [][]byte
+	for i := range 24 { // 24 x 250 KiB: 6 MiB in 1 MiB files
+		pid := pa
+		if i%2 == 1 {
+			pid = pb
+		}
+		e := appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("r%d", i), 1, 250<<10, 1000), DurabilitySync)
+		if pid == pb && i >= 12 {
+			keptB = append(keptB, e)
+		}
+	}
+	all := len(segmentFiles(t, dir))
+	if all < 6 {
+		t.Fatalf("%d segment files for 6 MiB", all)
+	}
+	// a is emptied, b keeps everything: nothing can go.
+	if _, err := s.TruncateBefore(pa, 12); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.collectSegments(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(segmentFiles(t, dir)); got != all {
+		t.Errorf("%d of %d segment files left while b still holds entries in all of them", got, all)
+	}
+	// b drops its first half: the segments before its first kept entry
+	// go, removed in the background after the truncation.
+	if _, err := s.TruncateBefore(pb, 6); err != nil {
+		t.Fatal(err)
+	}
+	waitFiles := func(what string, ok func(n int) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			n := len(segmentFiles(t, dir))
+			if ok(n) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d of %d segment files still there after 10s", what, n, all)
+			}
+		}
+	}
+	waitFiles("after both partitions dropped their first half", func(n int) bool { return n <= all/2+1 })
+	sameEntries(t, readAll(t, s, pb), keptB)
+	if err := s.DeleteTopic("b"); err != nil {
+		t.Fatal(err)
+	}
+	// Only the file being written stays.
+	waitFiles("after deleting the topic holding the last entries", func(n int) bool { return n == 1 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Config{Dir: dir})
+	sameEntries(t, readAll(t, s, pa), nil)
+}
+
+// A record that does not hold what its pointer says (damaged, cut short,
+// or in a missing file) reads as ErrCorrupt, never as other bytes.
+func TestDamagedSegmentIsCorrupt(t *testing.T) {
+	for _, damage := range []struct {
+		name string
+		do   func(t *testing.T, file string)
+	}{
+		{"flipped byte", func(t *testing.T, file string) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 0x40
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"cut short", func(t *testing.T, file string) {
+			if err := os.Truncate(file, 100); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"missing", func(t *testing.T, file string) {
+			if err := os.Remove(file); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, pid := openTopic(t, Config{Dir: dir}, "damaged")
+			appendStamped(t, s, pid, makeEntry(t, "d", 3, 4000, 1000), DurabilitySync)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			files := segmentFiles(t, dir)
+			if len(files) != 1 {
+				t.Fatalf("%d segment files", len(files))
+			}
+			// The entry's record is all the file holds that was written.
+			if damage.name != "missing" {
+				if err := os.Truncate(files[0], segRecordHeader+int64(len(makeEntry(t, "d", 3, 4000, 1000)))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			damage.do(t, files[0])
+			s = openTest(t, Config{Dir: dir})
+			_, err := s.Read(pid, 0, 1<<20)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("read of a damaged record: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
