@@ -114,6 +114,14 @@ type Storage struct {
 	// not, as Kafka and Pulsar brokers keep them), "snappy", "minlz" or
 	// "zstd" for payloads clients send uncompressed to a small disk.
 	Compression string `yaml:"compression"`
+	// Segments has entries appended under sync durability written once,
+	// to segment files beside pebble, instead of into pebble, which writes
+	// every byte twice (its WAL, then its flush). Entries are then not
+	// compressed by the store, so a compression other than "none" keeps
+	// them in pebble. Default true.
+	Segments bool `yaml:"segments"`
+	// SegmentSize is the size of a segment file. Default 64MiB.
+	SegmentSize Bytes `yaml:"segment_size"`
 	// HugePages has `tern serve` ask the C allocator, which holds pebble's
 	// memtables and block cache, for transparent huge pages (on Linux
 	// with glibc, where the kernel offers them on request). A fresh 4 KiB
@@ -234,6 +242,8 @@ func builtin() Node {
 			MemtableSize:      64 << 20,
 			CacheSize:         64 << 20,
 			Compression:       "none",
+			Segments:          true,
+			SegmentSize:       64 << 20,
 			HugePages:         true,
 		},
 		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20, HeapLimit: 72 << 20},
@@ -338,6 +348,9 @@ func (n Node) Validate() error {
 	if !slices.Contains(StorageCompressions, n.Storage.Compression) {
 		bad("storage.compression", "%q: want one of %s", n.Storage.Compression, strings.Join(StorageCompressions, ", "))
 	}
+	if n.Storage.SegmentSize < 1<<20 || n.Storage.SegmentSize > 2<<30 {
+		bad("storage.segment_size", "%v: want 1MiB to 2GiB (64MiB recommended)", n.Storage.SegmentSize)
+	}
 	if n.Storage.CacheSize < 0 {
 		bad("storage.cache_size", "%v: want a size of 0 or more", n.Storage.CacheSize)
 	}
@@ -352,6 +365,9 @@ func (n Node) Validate() error {
 	}
 	if n.Limits.HeapLimit != 0 && n.Limits.HeapLimit < 16<<20 {
 		bad("limits.heap_limit", "%v: want 0 (no limit) or at least 16MiB (72MiB recommended)", n.Limits.HeapLimit)
+	}
+	if q := n.Limits.DiskQuota; q > 0 && n.Storage.Segments && n.Storage.SegmentSize > q/4 {
+		bad("storage.segment_size", "%v with limits.disk_quota %v: a segment's whole size is taken when it is made, so want at most a quarter of the quota", n.Storage.SegmentSize, q)
 	}
 	if n.Limits.DiskQuota < 0 {
 		bad("limits.disk_quota", "%v: want 0 (no quota) or a size", n.Limits.DiskQuota)

@@ -80,6 +80,22 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	if !strings.Contains(err.Error(), "want sync or async") {
 		t.Errorf("error does not say what is accepted: %v", err)
 	}
+
+	// A segment is allocated whole: the quota must hold a few.
+	n = DefaultConfig()
+	n.Limits.DiskQuota = 128 << 20
+	if err := n.Validate(); err == nil || !strings.Contains(err.Error(), "storage.segment_size: 64MiB with limits.disk_quota 128MiB") ||
+		!strings.Contains(err.Error(), "at most a quarter of the quota") {
+		t.Errorf("a 64MiB segment under a 128MiB quota: %v", err)
+	}
+	n.Storage.SegmentSize = 32 << 20
+	if err := n.Validate(); err != nil {
+		t.Errorf("a 32MiB segment under a 128MiB quota: %v", err)
+	}
+	n.Storage.SegmentSize, n.Storage.Segments = 64<<20, false
+	if err := n.Validate(); err != nil {
+		t.Errorf("no segments under a 128MiB quota: %v", err)
+	}
 }
 
 func TestBytesAndDurations(t *testing.T) {

@@ -44,13 +44,19 @@ var (
 		{"tern_storage_flushes_total", "Pebble memtable flushes.", true},
 		{"tern_storage_compactions_total", "Pebble compactions.", true},
 		{"tern_storage_write_stalls_total", "Pebble write stalls.", true},
+		{"tern_storage_segments", "Segment files holding log entries.", false},
+		{"tern_storage_segment_written_bytes_total", "Bytes written to segment files.", true},
 		{"tern_storage_failed", "1 when a write error stopped storage.", false},
 		{"tern_ready", "1 when the node is ready.", false},
 	}
 )
 
-var walFsyncDesc = prometheus.NewDesc("tern_storage_wal_fsync_seconds",
-	"Latency of pebble's WAL fsyncs; each acknowledged append in sync durability waits for one.", labels, nil)
+var (
+	walFsyncDesc = prometheus.NewDesc("tern_storage_wal_fsync_seconds",
+		"Latency of pebble's WAL fsyncs; each acknowledged append in sync durability waits for one.", labels, nil)
+	segmentFsyncDesc = prometheus.NewDesc("tern_storage_segment_fsync_seconds",
+		"Latency of the segment files' fdatasyncs; an append in sync durability waits for one, then for a WAL fsync.", labels, nil)
+)
 
 func init() {
 	for _, d := range descList {
@@ -63,6 +69,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- walFsyncDesc
+	ch <- segmentFsyncDesc
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -74,21 +81,23 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		return 0
 	}
 	vals := map[string]float64{
-		"tern_storage_topics":                  float64(m.Topics),
-		"tern_storage_partitions":              float64(m.Partitions),
-		"tern_storage_appended_entries_total":  float64(m.AppendedEntries),
-		"tern_storage_appended_bytes_total":    float64(m.AppendedBytes),
-		"tern_storage_appended_records_total":  float64(m.AppendedRecords),
-		"tern_storage_fsync_waits_total":       float64(m.SyncWaits),
-		"tern_storage_log_bytes":               float64(m.LogBytes),
-		"tern_storage_disk_bytes":              float64(m.DiskBytes),
-		"tern_storage_memtable_bytes":          float64(m.MemtableBytes),
-		"tern_storage_wal_written_bytes_total": float64(m.WALBytesWritten),
-		"tern_storage_flushes_total":           float64(m.Flushes),
-		"tern_storage_compactions_total":       float64(m.Compactions),
-		"tern_storage_write_stalls_total":      float64(m.WriteStalls),
-		"tern_storage_failed":                  b(m.Failed),
-		"tern_ready":                           b(c.n.Ready()),
+		"tern_storage_topics":                      float64(m.Topics),
+		"tern_storage_partitions":                  float64(m.Partitions),
+		"tern_storage_appended_entries_total":      float64(m.AppendedEntries),
+		"tern_storage_appended_bytes_total":        float64(m.AppendedBytes),
+		"tern_storage_appended_records_total":      float64(m.AppendedRecords),
+		"tern_storage_fsync_waits_total":           float64(m.SyncWaits),
+		"tern_storage_log_bytes":                   float64(m.LogBytes),
+		"tern_storage_disk_bytes":                  float64(m.DiskBytes),
+		"tern_storage_memtable_bytes":              float64(m.MemtableBytes),
+		"tern_storage_wal_written_bytes_total":     float64(m.WALBytesWritten),
+		"tern_storage_flushes_total":               float64(m.Flushes),
+		"tern_storage_compactions_total":           float64(m.Compactions),
+		"tern_storage_write_stalls_total":          float64(m.WriteStalls),
+		"tern_storage_segments":                    float64(m.Segments),
+		"tern_storage_segment_written_bytes_total": float64(m.SegmentBytesWritten),
+		"tern_storage_failed":                      b(m.Failed),
+		"tern_ready":                               b(c.n.Ready()),
 	}
 	for _, d := range descList {
 		typ := prometheus.GaugeValue
@@ -99,5 +108,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if h := m.WALFsync; h.Buckets != nil {
 		ch <- prometheus.MustNewConstHistogram(walFsyncDesc, h.Count, h.Sum, h.Buckets, c.n.cfg.Node.Name, c.n.cfg.Node.Region)
+	}
+	if h := m.SegmentFsync; h.Buckets != nil {
+		ch <- prometheus.MustNewConstHistogram(segmentFsyncDesc, h.Count, h.Sum, h.Buckets, c.n.cfg.Node.Name, c.n.cfg.Node.Region)
 	}
 }

@@ -131,6 +131,8 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 		MemTableSize:      uint64(cfg.Storage.MemtableSize),
 		CacheSize:         int64(cfg.Storage.CacheSize),
 		Compression:       localstore.Compression(cfg.Storage.Compression),
+		InlineEntries:     !cfg.Storage.Segments,
+		SegmentSize:       int64(cfg.Storage.SegmentSize),
 		Durability:        localstore.Durability(cfg.Storage.Durability),
 		AsyncSyncInterval: time.Duration(cfg.Storage.AsyncSyncInterval),
 		Now:               opts.Now,

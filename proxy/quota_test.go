@@ -24,6 +24,7 @@ func quotaNode(t *testing.T, tweak func(*configs.Node)) (*testcluster.Node, prot
 	t.Helper()
 	n := testcluster.Start(t, testcluster.Spec{Tweak: func(cfg *configs.Node) {
 		cfg.Limits.DiskQuota = quota
+		cfg.Storage.SegmentSize = quota / 16 // at most a quarter of the quota
 		if tweak != nil {
 			tweak(cfg)
 		}
