@@ -399,7 +399,8 @@ func (s *Store) collectLoop() {
 }
 
 // firstSegment is the segment of a partition's first entry stored in one.
-// Entries stored in pebble are stepped over by their length, unread.
+// Entries stored in pebble are stepped over by their length, unread; an
+// entry's first bytes are its envelope version, never the pointer mark.
 func (s *Store) firstSegment(pid PartitionID) (uint32, bool, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: pidPrefix(kindEntry, pid),
@@ -410,6 +411,9 @@ func (s *Store) firstSegment(pid PartitionID) (uint32, bool, error) {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
+		if _, _, part := decodeEntryPartKey(it.Key()); part {
+			continue // a part of an entry in pebble, whatever its bytes
+		}
 		if lv := it.LazyValue(); lv.Len() != segPointerSize {
 			continue
 		}

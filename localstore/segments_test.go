@@ -299,3 +299,60 @@ func TestDamagedSegmentIsCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// A part of an entry kept in pebble may be 13 bytes long and read like a
+// pointer to a far segment; segment removal must not take it for one (and
+// so remove the segments the entries after it are in).
+func TestPointerLikePartIsNotAPointer(t *testing.T) {
+	dir := t.TempDir()
+	s, pid := openTopic(t, Config{Dir: dir, InlineEntries: true, SegmentSize: 1 << 20}, "parts")
+	// An entry of entryPartSize+13 bytes whose byte at entryPartSize is
+	// the pointer mark: its last part is 13 bytes starting with it.
+	want := entryPartSize + segPointerSize
+	var e []byte
+	for v := want - 200; v < want && len(e) != want; v++ {
+		val := make([]byte, v)
+		msgs := []protocols.Message{{Timestamp: 1000, Value: val}}
+		batch, err := protocols.AppendBatch(nil, protocols.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, msgs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err = protocols.AppendEntry(nil, &protocols.Envelope{}, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e) == want {
+			// The value ends the record but for the headers count (one
+			// byte): its last bytes end the entry.
+			at := len(val) - (len(e) - entryPartSize) + 1
+			val[at] = segPointerMark
+			copy(val[at+1:], []byte{0x7f, 0xff, 0xff, 0xff}) // segment 2^31-1
+			batch, _ = protocols.AppendBatch(nil, protocols.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, msgs, nil)
+			e, _ = protocols.AppendEntry(nil, &protocols.Envelope{}, batch)
+		}
+	}
+	if len(e) != want || e[entryPartSize] != segPointerMark {
+		t.Fatalf("could not build the entry: %d bytes, byte %d is %#x", len(e), entryPartSize, e[min(entryPartSize, len(e)-1)])
+	}
+	inline := appendStamped(t, s, pid, e, DurabilitySync)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Config{Dir: dir, SegmentSize: 1 << 20})
+	v, ok, err := s.Get(entryPartKey(pid, 0, 1))
+	if err != nil || !ok || len(v) != segPointerSize || v[0] != segPointerMark {
+		t.Fatalf("the last part is %x (%v, %v), want 13 bytes starting with the mark", v, ok, err)
+	}
+	wantAll := [][]byte{inline}
+	for i := range 8 { // 2 MiB in 1 MiB segments, after the inline entry
+		wantAll = append(wantAll, appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("p%d", i), 1, 256<<10, 1000), DurabilitySync))
+	}
+	before := len(segmentFiles(t, dir))
+	if err := s.collectSegments(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(segmentFiles(t, dir)); got != before {
+		t.Errorf("%d of %d segment files left; every one holds retained entries", got, before)
+	}
+	sameEntries(t, readAll(t, s, pid), wantAll)
+}
