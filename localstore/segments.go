@@ -89,11 +89,17 @@ type segments struct {
 	dir  string
 	size int64 // a segment is closed once a record would take it past this
 
-	mu       sync.Mutex // guards what follows, and orders writes
-	active   *segFile
-	pos      int64 // next record's offset in active
-	dirty    []*segFile
-	inflight map[uint32]int // segment -> records written, not yet in pebble
+	mu    sync.Mutex // guards what follows, and orders writes
+	next  uint32     // the next segment number to use
+	spare *segFile   // the next segment, made ahead; nil while none is
+	// preparing is set while the next segment is being made; closed stops
+	// making more, and pwg waits for the one being made.
+	preparing, closed bool
+	pwg               sync.WaitGroup
+	active            *segFile
+	pos               int64 // next record's offset in active
+	dirty             []*segFile
+	inflight          map[uint32]int // segment -> records written, not yet in pebble
 	// files are the segments readers may open, by number. Removal takes
 	// rmu for writing, so no read is in progress on a removed file.
 	rmu   sync.RWMutex
@@ -123,7 +129,7 @@ func openSegments(fs vfs.FS, dir string, size int64) (*segments, error) {
 		return nil, fmt.Errorf("localstore: segments: %w", err)
 	}
 	sg := &segments{
-		fs: fs, dir: sd, size: size, inflight: map[uint32]int{}, files: map[uint32]*segFile{},
+		fs: fs, dir: sd, size: size, next: 1, inflight: map[uint32]int{}, files: map[uint32]*segFile{},
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Buckets: prometheus.ExponentialBucketsRange(50e-6, 10, 30),
 		}),
@@ -143,8 +149,40 @@ func openSegments(fs vfs.FS, dir string, size int64) (*segments, error) {
 			return nil, fmt.Errorf("localstore: segments: %w", err)
 		}
 		sg.files[uint32(n)] = &segFile{n: uint32(n), f: f}
+		sg.next = max(sg.next, uint32(n)+1)
 	}
 	return sg, nil
+}
+
+// reserve takes the next segment number. sg.mu is held.
+func (sg *segments) reserve() uint32 {
+	n := sg.next
+	sg.next++
+	return n
+}
+
+// prepareLocked makes the next segment in the background, so that moving
+// to it does not hold appends up for a file creation, its allocation and
+// a directory fsync. sg.mu is held.
+func (sg *segments) prepareLocked() {
+	if sg.preparing || sg.spare != nil || sg.closed {
+		return
+	}
+	sg.preparing = true
+	n := sg.reserve()
+	sg.pwg.Add(1)
+	go func() {
+		defer sg.pwg.Done()
+		f, err := sg.create(n)
+		sg.mu.Lock()
+		defer sg.mu.Unlock()
+		sg.preparing = false
+		if err == nil {
+			sg.spare = f // made durable; an append may point into it
+		}
+		// On an error the next move makes its segment itself, and
+		// reports the error if it recurs.
+	}()
 }
 
 // create makes segment n and makes its directory entry durable, so a
@@ -181,22 +219,23 @@ func (sg *segments) write(entry []byte) (segPointer, error) {
 	if need > 1<<32-1 {
 		return segPointer{}, fmt.Errorf("localstore: a %d-byte entry is too large for a segment", len(entry))
 	}
-	sg.mu.Lock()
-	defer sg.mu.Unlock()
-	if sg.active == nil || (sg.pos > 0 && sg.pos+need > sg.size) || sg.pos+need > 1<<32-1 {
-		var n uint32 = 1
-		for m := range sg.files {
-			n = max(n, m+1)
-		}
-		f, err := sg.create(n)
-		if err != nil {
-			return segPointer{}, fmt.Errorf("localstore: new segment: %w", err)
-		}
-		sg.active, sg.pos = f, 0
-	}
 	var h [segRecordHeader]byte
 	binary.BigEndian.PutUint32(h[:], uint32(len(entry)))
 	binary.BigEndian.PutUint32(h[4:], crc32.Checksum(entry, castagnoli))
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	if sg.active == nil || (sg.pos > 0 && sg.pos+need > sg.size) || sg.pos+need > 1<<32-1 {
+		f := sg.spare
+		sg.spare = nil
+		if f == nil {
+			var err error
+			if f, err = sg.create(sg.reserve()); err != nil {
+				return segPointer{}, fmt.Errorf("localstore: new segment: %w", err)
+			}
+		}
+		sg.active, sg.pos = f, 0
+		sg.prepareLocked()
+	}
 	if _, err := sg.active.f.WriteAt(h[:], sg.pos); err != nil {
 		return segPointer{}, err
 	}
@@ -331,6 +370,10 @@ func (sg *segments) count() int {
 }
 
 func (sg *segments) close() error {
+	sg.mu.Lock()
+	sg.closed = true
+	sg.mu.Unlock()
+	sg.pwg.Wait()
 	sg.rmu.Lock()
 	defer sg.rmu.Unlock()
 	var errs []error

@@ -107,10 +107,10 @@ func TestSyncAppendsAreWrittenOnceToSegments(t *testing.T) {
 		}
 	}
 	// In 1 MiB files: the first four entries (1000 KiB), the 1500 KiB
-	// one alone, the last two.
+	// one alone, the last two; and the next file, made ahead.
 	files := segmentFiles(t, dir)
-	if len(files) != 3 {
-		t.Errorf("%d segment files, want 3", len(files))
+	if len(files) != 4 {
+		t.Errorf("%d segment files, want 3 and the next one", len(files))
 	}
 	total := 0
 	for _, es := range want {
@@ -132,8 +132,11 @@ func TestSyncAppendsAreWrittenOnceToSegments(t *testing.T) {
 	pid := tm.PIDs[0]
 	want[pid] = append(want[pid], appendStamped(t, s, pid, makeEntry(t, "after", 1, 10, 1000), DurabilitySync))
 	sameEntries(t, readAll(t, s, pid), want[pid])
-	if got := segmentFiles(t, dir); len(got) != len(files)+1 {
-		t.Errorf("%d segment files after a reopen and an append, want a new one after the %d", len(got), len(files))
+	// Writing goes on in a new file (and the next is made ahead); the
+	// one made ahead before the reopen stays unused until removal passes
+	// it.
+	if got := segmentFiles(t, dir); len(got) != len(files)+2 {
+		t.Errorf("%d segment files after a reopen and an append, want two more than the %d", len(got), len(files))
 	}
 }
 
@@ -236,8 +239,8 @@ func TestRetentionAndDeletionRemoveSegments(t *testing.T) {
 	if err := s.DeleteTopic("b"); err != nil {
 		t.Fatal(err)
 	}
-	// Only the file being written stays.
-	waitFiles("after deleting the topic holding the last entries", func(n int) bool { return n == 1 })
+	// Only the file being written and the next one stay.
+	waitFiles("after deleting the topic holding the last entries", func(n int) bool { return n == 2 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -280,9 +283,10 @@ func TestDamagedSegmentIsCorrupt(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
+			// The first file holds the entry; the second is made ahead.
 			files := segmentFiles(t, dir)
-			if len(files) != 1 {
-				t.Fatalf("%d segment files", len(files))
+			if len(files) != 2 || filepath.Base(files[0]) != segName(1) {
+				t.Fatalf("segment files %v", files)
 			}
 			// The entry's record is all the file holds that was written.
 			if damage.name != "missing" {
