@@ -89,46 +89,43 @@ func crashRound(t *testing.T, seed uint64, inline bool) bool {
 			}
 		}()
 	}
-	// A cursor writer that follows the high watermark.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			for _, pid := range tm.PIDs {
-				_, hw, err := s.Offsets(pid)
-				if err != nil {
-					return
+	// everyLog calls fn with each partition's high watermark, pausing
+	// between rounds, until the crash or an error.
+	everyLog := func(pause time.Duration, fn func(pid PartitionID, hw int64) error, after func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				for _, pid := range tm.PIDs {
+					_, hw, err := s.Offsets(pid)
+					if err == nil {
+						err = fn(pid, hw)
+					}
+					if err != nil {
+						return
+					}
 				}
-				_ = s.SaveCursor(pid, "sub", Cursor{MarkDelete: hw / 2, Acked: []Range{{hw/2 + 1, hw}}})
+				after()
+				time.Sleep(pause)
 			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
-
+		}()
+	}
+	// A cursor writer that follows the high watermark.
+	everyLog(time.Millisecond, func(pid PartitionID, hw int64) error {
+		_ = s.SaveCursor(pid, "sub", Cursor{MarkDelete: hw / 2, Acked: []Range{{hw/2 + 1, hw}}})
+		return nil
+	}, func() {})
 	// Retention drops the older third of each log now and then, and
 	// segments no entry is in any more are removed, while appends go on.
 	var truncMu sync.Mutex
 	truncated := map[PartitionID]int64{} // highest start asked for
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			for _, pid := range tm.PIDs {
-				_, hw, err := s.Offsets(pid)
-				if err != nil {
-					return
-				}
-				truncMu.Lock()
-				truncated[pid] = max(truncated[pid], hw/3)
-				truncMu.Unlock()
-				if _, err := s.TruncateBefore(pid, hw/3); err != nil {
-					return
-				}
-			}
-			_ = s.collectSegments()
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	everyLog(5*time.Millisecond, func(pid PartitionID, hw int64) error {
+		truncMu.Lock()
+		truncated[pid] = max(truncated[pid], hw/3)
+		truncMu.Unlock()
+		_, err := s.TruncateBefore(pid, hw/3)
+		return err
+	}, func() { _ = s.collectSegments() })
 
 	// Let a random amount of work happen, then crash while it goes on.
 	target := 1 + rng.IntN(1500)
