@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -151,7 +152,32 @@ func openSegments(fs vfs.FS, dir string, size int64) (*segments, error) {
 		sg.files[uint32(n)] = &segFile{n: uint32(n), f: f}
 		sg.next = max(sg.next, uint32(n)+1)
 	}
+	// The highest segment, if nothing was written to it, is the one the
+	// last run made ahead: it becomes this run's next segment instead of
+	// lying unused until removal passes it. No pointer refers to a
+	// segment whose first record header is zeros: records are written
+	// from the start, and a pointer is applied after its segment's
+	// fdatasync, which covers every record before it.
+	if top := sg.files[sg.next-1]; top != nil && unwritten(top.f) {
+		rw, err := fs.OpenReadWrite(fs.PathJoin(sd, segName(top.n)), vfs.WriteCategoryUnspecified)
+		if err == nil {
+			_ = top.f.Close()
+			top.f = rw
+			sg.spare = top
+		}
+	}
 	return sg, nil
+}
+
+// unwritten says whether f holds no record: it is empty, or its first
+// record header is zeros (allocated, never written).
+func unwritten(f vfs.File) bool {
+	var h [segRecordHeader]byte
+	n, err := f.ReadAt(h[:], 0)
+	if n == 0 && errors.Is(err, io.EOF) {
+		return true
+	}
+	return n == len(h) && h == [segRecordHeader]byte{}
 }
 
 // reserve takes the next segment number. sg.mu is held.

@@ -132,11 +132,15 @@ func TestSyncAppendsAreWrittenOnceToSegments(t *testing.T) {
 	pid := tm.PIDs[0]
 	want[pid] = append(want[pid], appendStamped(t, s, pid, makeEntry(t, "after", 1, 10, 1000), DurabilitySync))
 	sameEntries(t, readAll(t, s, pid), want[pid])
-	// Writing goes on in a new file (and the next is made ahead); the
-	// one made ahead before the reopen stays unused until removal passes
-	// it.
-	if got := segmentFiles(t, dir); len(got) != len(files)+2 {
-		t.Errorf("%d segment files after a reopen and an append, want two more than the %d", len(got), len(files))
+	// Writing goes on in the file the last run made ahead, and the next
+	// is made ahead.
+	if got := segmentFiles(t, dir); len(got) != len(files)+1 {
+		t.Errorf("%d segment files after a reopen and an append, want one more than the %d", len(got), len(files))
+	}
+	_, hw, _ := s.Offsets(pid)
+	v, _, err := s.Get(logKey(kindEntry, pid, hw-1))
+	if p, ok := decodeSegPointer(v); err != nil || !ok || p.Seg != 4 || p.Off != 0 {
+		t.Errorf("the append after the reopen is at %+v (%v), want the start of segment 4, made ahead before", p, err)
 	}
 }
 
@@ -359,4 +363,26 @@ func TestPointerLikePartIsNotAPointer(t *testing.T) {
 		t.Errorf("%d of %d segment files left; every one holds retained entries", got, before)
 	}
 	sameEntries(t, readAll(t, s, pid), wantAll)
+}
+
+// After a reopen, writing goes on in the segment the last run made ahead
+// only if nothing was written to it: a last segment holding records (the
+// run ended before it made the next one) is never written over.
+func TestReopenNeverWritesOverRecords(t *testing.T) {
+	dir := t.TempDir()
+	s, pid := openTopic(t, Config{Dir: dir}, "over")
+	want := [][]byte{appendStamped(t, s, pid, makeEntry(t, "first", 2, 500, 1000), DurabilitySync)}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := segmentFiles(t, dir)
+	if len(files) != 2 {
+		t.Fatalf("segment files %v, want the written one and the one made ahead", files)
+	}
+	if err := os.Remove(files[1]); err != nil { // as if the run ended before making it
+		t.Fatal(err)
+	}
+	s = openTest(t, Config{Dir: dir})
+	want = append(want, appendStamped(t, s, pid, makeEntry(t, "second", 1, 500, 1000), DurabilitySync))
+	sameEntries(t, readAll(t, s, pid), want)
 }
