@@ -524,68 +524,63 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		if err != nil {
 			return nil, keep, err
 		}
-		if ptr, ok := decodeSegPointer(v); ok {
-			size := int(ptr.Len)
-			if len(metas) > 0 && read+size > maxBytes {
-				break
+		// An entry in a segment is read with its record header, which
+		// stays in the buffer before it; its offsets are known once read.
+		ptr, inSegment := decodeSegPointer(v)
+		var (
+			cnt        int64
+			size, need int
+		)
+		if inSegment {
+			size = int(ptr.Len)
+			need = segRecordHeader + size
+		} else {
+			if cnt, size, err = entryHeader(v); err != nil {
+				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 			}
-			if need := segRecordHeader + size; cap(buf)-len(buf) < need {
-				buf = make([]byte, 0, max(need, min(maxBytes-read, readBufSize, 2*max(need, read))))
-				if cap(buf) > cap(keep) {
-					keep = buf
-				}
+			if len(v) < size && len(v) != entryPartSize {
+				// Only an entry split into parts is shorter than its
+				// header says, and its first part is always
+				// entryPartSize bytes.
+				return nil, keep, fmt.Errorf("partition %d offset %d: %w: the batch header gives %d bytes, the stored entry holds %d", pid, base, ErrCorrupt, size, len(v))
 			}
-			mark := len(buf)
-			var at int
+			if base+cnt <= from {
+				continue // the entry before the one holding from
+			}
+			need = size
+		}
+		if len(metas) > 0 && read+size > maxBytes {
+			break
+		}
+		if cap(buf)-len(buf) < need {
+			// A new chunk. Entries read so far keep theirs, so nothing
+			// is copied; each chunk is at least twice the last entry and
+			// what the read has taken so far, so a read of many entries
+			// takes few chunks, while a tailing read of one or two
+			// entries allocates little more than it reads.
+			buf = make([]byte, 0, max(need, min(maxBytes-read, readBufSize, 2*max(need, read))))
+			if cap(buf) > cap(keep) {
+				keep = buf
+			}
+		}
+		mark, at := len(buf), len(buf)
+		if inSegment {
 			if buf, at, err = s.segs.read(ptr, buf); err != nil {
 				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 			}
-			cnt, _, err := entryHeader(buf[at:])
-			if err != nil {
+			if cnt, _, err = entryHeader(buf[at:]); err != nil {
 				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 			}
 			if base+cnt <= from {
 				buf = buf[:mark] // the entry before the one holding from
 				continue
 			}
-			metas = append(metas, Entry{BaseOffset: base, Count: cnt, Value: buf[at:len(buf):len(buf)]})
-			read += size
-			if read >= maxBytes {
-				break
-			}
-			continue
-		}
-		cnt, size, err := entryHeader(v)
-		if err != nil {
-			return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
-		}
-		if len(v) < size && len(v) != entryPartSize {
-			// Only an entry split into parts is shorter than its header
-			// says, and its first part is always entryPartSize bytes.
-			return nil, keep, fmt.Errorf("partition %d offset %d: %w: the batch header gives %d bytes, the stored entry holds %d", pid, base, ErrCorrupt, size, len(v))
-		}
-		if base+cnt <= from {
-			continue // the entry before the one holding from
-		}
-		if len(metas) > 0 && read+size > maxBytes {
-			break
-		}
-		if cap(buf)-len(buf) < size {
-			// A new chunk. Entries read so far keep theirs, so nothing
-			// is copied; each chunk is at least twice the last entry and
-			// what the read has taken so far, so a read of many entries
-			// takes few chunks, while a tailing read of one or two
-			// entries allocates little more than it reads.
-			buf = make([]byte, 0, max(size, min(maxBytes-read, readBufSize, 2*max(size, read))))
-			if cap(buf) > cap(keep) {
-				keep = buf
-			}
-		}
-		at := len(buf)
-		buf = append(buf, v...)
-		if len(v) < size {
-			if buf, err = appendParts(it, base, buf, at, size); err != nil {
-				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+		} else {
+			buf = append(buf, v...)
+			if len(v) < size {
+				if buf, err = appendParts(it, base, buf, at, size); err != nil {
+					return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+				}
 			}
 		}
 		metas = append(metas, Entry{BaseOffset: base, Count: cnt, Value: buf[at:len(buf):len(buf)]})

@@ -212,7 +212,8 @@ func (sg *segments) prepareLocked() {
 }
 
 // create makes segment n and makes its directory entry durable, so a
-// pointer into it never outlives the file in a crash. sg.mu is held.
+// pointer into it never outlives the file in a crash. It takes only rmu:
+// a move to a new segment calls it under sg.mu, prepareLocked without.
 func (sg *segments) create(n uint32) (*segFile, error) {
 	f, err := sg.fs.Create(sg.fs.PathJoin(sg.dir, segName(n)), vfs.WriteCategoryUnspecified)
 	if err != nil {
