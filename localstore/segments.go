@@ -106,11 +106,23 @@ type segments struct {
 	rmu   sync.RWMutex
 	files map[uint32]*segFile
 
+	// pool holds removed segments kept to be written again (renamed to
+	// recycleName), at most poolSize: appending into blocks written
+	// before costs the disk and the page cache less than new ones.
+	poolMu sync.Mutex
+	pool   []string
+
 	written atomic.Int64         // bytes written since open
 	fsync   prometheus.Histogram // each sync's latency, in seconds
 }
 
 func segName(n uint32) string { return fmt.Sprintf("%010d.seg", n) }
+
+// recycleName is a removed segment's name while it waits in the pool.
+func recycleName(n uint32) string { return fmt.Sprintf("%010d.recycle", n) }
+
+// poolSize is how many removed segments are kept for reuse.
+const poolSize = 2
 
 // openSegments opens the segments under dir. Writing starts in a new
 // segment after the highest present one.
@@ -136,6 +148,15 @@ func openSegments(fs vfs.FS, dir string, size int64) (*segments, error) {
 		}),
 	}
 	for _, name := range names {
+		if strings.HasSuffix(name, ".recycle") {
+			if len(sg.pool) < poolSize {
+				sg.pool = append(sg.pool, name)
+			} else if err := fs.Remove(fs.PathJoin(sd, name)); err != nil {
+				sg.close()
+				return nil, fmt.Errorf("localstore: segments: %w", err)
+			}
+			continue
+		}
 		num, ok := strings.CutSuffix(name, ".seg")
 		if !ok {
 			continue
@@ -215,11 +236,28 @@ func (sg *segments) prepareLocked() {
 // pointer into it never outlives the file in a crash. It takes only rmu:
 // a move to a new segment calls it under sg.mu, prepareLocked without.
 func (sg *segments) create(n uint32) (*segFile, error) {
-	f, err := sg.fs.Create(sg.fs.PathJoin(sg.dir, segName(n)), vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return nil, err
+	name := sg.fs.PathJoin(sg.dir, segName(n))
+	var f vfs.File
+	sg.poolMu.Lock()
+	if k := len(sg.pool); k > 0 {
+		// Its old records stay behind the new ones; no pointer reaches
+		// them, and a read checks each record it is pointed at.
+		old := sg.pool[k-1]
+		sg.pool = sg.pool[:k-1]
+		var err error
+		if f, err = sg.fs.ReuseForWrite(sg.fs.PathJoin(sg.dir, old), name, vfs.WriteCategoryUnspecified); err != nil {
+			f = nil
+			_ = sg.fs.Remove(sg.fs.PathJoin(sg.dir, old))
+		}
 	}
-	allocate(f, sg.size)
+	sg.poolMu.Unlock()
+	if f == nil {
+		var err error
+		if f, err = sg.fs.Create(name, vfs.WriteCategoryUnspecified); err != nil {
+			return nil, err
+		}
+		allocate(f, sg.size)
+	}
 	if err := syncDir(sg.fs, sg.dir); err != nil {
 		_ = f.Close()
 		return nil, err
@@ -370,7 +408,18 @@ func (sg *segments) removeBelow(keep uint32) (int, error) {
 	sg.mu.Unlock()
 	var errs []error
 	for _, f := range gone {
-		errs = append(errs, f.f.Close(), sg.fs.Remove(sg.fs.PathJoin(sg.dir, segName(f.n))))
+		errs = append(errs, f.f.Close())
+		name := sg.fs.PathJoin(sg.dir, segName(f.n))
+		sg.poolMu.Lock()
+		if len(sg.pool) < poolSize && sg.fs.Rename(name, sg.fs.PathJoin(sg.dir, recycleName(f.n))) == nil {
+			// Not made durable: after a crash it is a segment again,
+			// which nothing points into, and is removed in turn.
+			sg.pool = append(sg.pool, recycleName(f.n))
+			sg.poolMu.Unlock()
+			continue
+		}
+		sg.poolMu.Unlock()
+		errs = append(errs, sg.fs.Remove(name))
 	}
 	return len(gone), errors.Join(errs...)
 }
@@ -383,6 +432,13 @@ func (sg *segments) diskBytes() uint64 {
 	var n uint64
 	for _, f := range sg.files {
 		if fi, err := f.f.Stat(); err == nil {
+			n += uint64(fi.Size())
+		}
+	}
+	sg.poolMu.Lock()
+	defer sg.poolMu.Unlock()
+	for _, name := range sg.pool {
+		if fi, err := sg.fs.Stat(sg.fs.PathJoin(sg.dir, name)); err == nil {
 			n += uint64(fi.Size())
 		}
 	}

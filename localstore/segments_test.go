@@ -386,3 +386,53 @@ func TestReopenNeverWritesOverRecords(t *testing.T) {
 	want = append(want, appendStamped(t, s, pid, makeEntry(t, "second", 1, 500, 1000), DurabilitySync))
 	sameEntries(t, readAll(t, s, pid), want)
 }
+
+// Removed segments are kept (two at most) and written again as new ones,
+// over their old records, which no read ever returns; the pool survives a
+// reopen.
+func TestRemovedSegmentsAreWrittenAgain(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, SegmentSize: 1 << 20}
+	s, pid := openTopic(t, cfg, "again")
+	pool := func() int {
+		names, err := filepath.Glob(filepath.Join(dir, segmentsDir, "*.recycle"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(names)
+	}
+	fill := func(tag string, n int) (out [][]byte) {
+		for i := range n {
+			out = append(out, appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("%s%d", tag, i), 1, 250<<10, 1000), DurabilitySync))
+		}
+		return out
+	}
+	fill("old", 24) // 6 MiB in 1 MiB segments
+	_, hw, _ := s.Offsets(pid)
+	if _, err := s.TruncateBefore(pid, hw-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.collectSegments(); err != nil {
+		t.Fatal(err)
+	}
+	if got := pool(); got != 2 {
+		t.Fatalf("%d removed segments kept, want 2", got)
+	}
+	files := len(segmentFiles(t, dir))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, cfg)
+	want := [][]byte{readAll(t, s, pid)[0]}
+	want = append(want, fill("new", 8)...) // 2 MiB: two more segments
+	if got := pool(); got != 0 {
+		t.Errorf("%d removed segments still kept after two new ones were needed", got)
+	}
+	if got := len(segmentFiles(t, dir)); got > files+2 {
+		t.Errorf("%d segment files, from %d: the kept ones were not used", got, files)
+	}
+	sameEntries(t, readAll(t, s, pid), want)
+	if m := s.Metrics(); m.DiskBytes == 0 {
+		t.Error("no disk bytes counted")
+	}
+}
