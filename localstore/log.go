@@ -342,7 +342,8 @@ func (s *Store) writeSegment(req *AppendRequest, pid PartitionID, base int64, si
 		return b, nil, err
 	}
 	item := &commitItem{ptr: ptr, hasPtr: true, done: make(chan error, 1)}
-	if err := b.Set(logKey(kindEntry, pid, base), ptr.encode(), nil); err != nil {
+	v := ptr.encode()
+	if err := b.Set(logKey(kindEntry, pid, base), v[:], nil); err != nil {
 		s.segs.committed(ptr)
 		return b, nil, err
 	}

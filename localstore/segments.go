@@ -55,8 +55,9 @@ type segPointer struct {
 	Seg, Off, Len uint32
 }
 
-func (p segPointer) encode() []byte {
-	b := make([]byte, segPointerSize)
+// encode gives the pointer's bytes in an array, so an append allocates
+// nothing for it (the batch copies them).
+func (p segPointer) encode() (b [segPointerSize]byte) {
 	b[0] = segPointerMark
 	binary.BigEndian.PutUint32(b[1:], p.Seg)
 	binary.BigEndian.PutUint32(b[5:], p.Off)
@@ -90,17 +91,17 @@ type segments struct {
 	dir  string
 	size int64 // a segment is closed once a record would take it past this
 
-	mu    sync.Mutex // guards what follows, and orders writes
-	next  uint32     // the next segment number to use
-	spare *segFile   // the next segment, made ahead; nil while none is
+	mu       sync.Mutex // guards what follows, and orders writes
+	active   *segFile
+	pos      int64 // next record's offset in active
+	dirty    []*segFile
+	inflight map[uint32]int // segment -> records written, not yet in pebble
+	next     uint32         // the next segment number to use
+	spare    *segFile       // the next segment, made ahead; nil while none is
 	// preparing is set while the next segment is being made; closed stops
 	// making more, and pwg waits for the one being made.
 	preparing, closed bool
 	pwg               sync.WaitGroup
-	active            *segFile
-	pos               int64 // next record's offset in active
-	dirty             []*segFile
-	inflight          map[uint32]int // segment -> records written, not yet in pebble
 	// files are the segments readers may open, by number. Removal takes
 	// rmu for writing, so no read is in progress on a removed file.
 	rmu   sync.RWMutex

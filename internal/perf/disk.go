@@ -103,8 +103,8 @@ func (c DiskConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("disk probe: unknown pattern %q: want %s", p, joinPatterns(DiskPatterns)))
 		}
 	}
-	if c.FlushFile < 1<<20 || c.FlushChunk <= 0 || c.FlushChunk > c.FlushFile {
-		errs = append(errs, fmt.Errorf("disk probe: flush file %d B and chunk %d B: want a file of at least 1 MiB and a chunk within it", c.FlushFile, c.FlushChunk))
+	if c.FlushFile < max(1<<20, int64(c.Record)) || c.FlushChunk <= 0 || c.FlushChunk > c.FlushFile {
+		errs = append(errs, fmt.Errorf("disk probe: flush file %d B and chunk %d B: want a file of at least 1 MiB and one record, and a chunk within it", c.FlushFile, c.FlushChunk))
 	}
 	return errors.Join(errs...)
 }

@@ -101,6 +101,7 @@ func TestDiskConfigErrorsSayWhatToChange(t *testing.T) {
 		{func(c *DiskConfig) { c.Patterns = []DiskPattern{"wal"} }, `unknown pattern "wal"`},
 		{func(c *DiskConfig) { c.Dir = "" }, "no directory given"},
 		{func(c *DiskConfig) { c.FlushChunk = c.FlushFile + 1 }, "a chunk within it"},
+		{func(c *DiskConfig) { c.Record, c.FlushFile, c.FlushChunk = 4<<20, 2<<20, 1<<20 }, "at least 1 MiB and one record"},
 	} {
 		cfg := DefaultDiskConfig()
 		tc.change(&cfg)
