@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,17 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMa
 // recorder counts completed messages (acknowledged publishes or consumed
 // messages) and their latencies, for the current progress interval and for
 // the measured window. Callbacks from many goroutines record into it.
+//
+// The window counts the completions that fall in it (its msgs/s), and the
+// latencies of the messages sent in it, whenever they complete: a message
+// sent during the warm-up and received in the window is the warm-up's, and
+// one sent at the window's end and received after it is the window's.
 type recorder struct {
 	// measuring is set during the measured window.
 	measuring atomic.Bool
+	// from and to bound the send times (Unix ns) of the messages whose
+	// latencies are the window's: [from, to).
+	from, to atomic.Int64
 
 	// interval counters, swapped out by each progress line.
 	n, bytes atomic.Int64
@@ -41,29 +50,35 @@ type recorder struct {
 
 func newRecorder() *recorder {
 	r := &recorder{}
+	r.from.Store(math.MaxInt64)
+	r.to.Store(math.MaxInt64)
 	r.mu.interval = newHist()
 	r.mu.window = newHist()
 	return r
 }
 
-// record counts one completion of size bytes; lat < 0 means no latency.
-func (r *recorder) record(size int, lat time.Duration) {
+// record counts one completion of size bytes, of a message sent at sent
+// (Unix ns); sent 0 means no latency.
+func (r *recorder) record(size int, sent int64) {
 	r.n.Add(1)
 	r.bytes.Add(int64(size))
 	r.total.Add(1)
-	us := max(int64(lat/time.Microsecond), histMin)
-	us = min(us, histMax)
+	var us int64
+	if sent != 0 {
+		us = min(max((time.Now().UnixNano()-sent)/int64(time.Microsecond), histMin), histMax)
+	}
+	inWindow := sent != 0 && sent >= r.from.Load() && sent < r.to.Load()
 	measuring := r.measuring.Load()
 	r.mu.Lock()
-	if lat >= 0 {
+	if sent != 0 {
 		_ = r.mu.interval.RecordValue(us)
 	}
 	if measuring {
 		r.mu.wn++
 		r.mu.wbytes += int64(size)
-		if lat >= 0 {
-			_ = r.mu.window.RecordValue(us)
-		}
+	}
+	if inWindow {
+		_ = r.mu.window.RecordValue(us)
 	}
 	r.mu.Unlock()
 }

@@ -208,7 +208,7 @@ func (r *run) produceLoop(ctx context.Context, stop <-chan struct{}, p Producer,
 			if err != nil {
 				r.fail(err)
 			} else {
-				r.pub.record(size, time.Since(t0))
+				r.pub.record(size, t0.UnixNano())
 			}
 			r.payloads.Put(bp)
 		})
@@ -259,8 +259,10 @@ func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 	r.windowStart = time.Now()
 	r.clientCPU = selfCPU()
 	r.sampleServer(ctx, true)
-	r.pub.measuring.Store(true)
-	r.con.measuring.Store(true)
+	for _, rec := range []*recorder{r.pub, r.con} {
+		rec.from.Store(r.windowStart.UnixNano())
+		rec.measuring.Store(true)
+	}
 	r.phase.Store("measure")
 	t := time.NewTimer(r.cfg.Duration)
 	defer t.Stop()
@@ -271,9 +273,11 @@ func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	r.pub.measuring.Store(false)
-	r.con.measuring.Store(false)
 	r.windowEnd = time.Now()
+	for _, rec := range []*recorder{r.pub, r.con} {
+		rec.measuring.Store(false)
+		rec.to.Store(r.windowEnd.UnixNano())
+	}
 	r.clientCPU = selfCPU() - r.clientCPU
 	r.phase.Store("drain")
 	r.sampleServer(ctx, false)
@@ -319,7 +323,7 @@ func (r *run) runConsume(ctx context.Context) error {
 	var drainOnce, warmOnce sync.Once
 	target, warmTarget := r.cfg.Backlog, max(r.cfg.Backlog/warmBacklogShare, 1)
 	cs, err := r.consumers(ctx, func(p []byte) {
-		r.con.record(len(p), -1)
+		r.con.record(len(p), 0)
 		n := r.con.total.Load()
 		if n >= warmTarget {
 			warmOnce.Do(func() { close(warm) })
@@ -340,11 +344,11 @@ func (r *run) runConsume(ctx context.Context) error {
 
 func (r *run) runE2E(ctx context.Context) error {
 	cs, err := r.consumers(ctx, func(p []byte) {
-		lat := time.Duration(-1)
+		var sent int64
 		if len(p) >= minMessageSize {
-			lat = time.Duration(time.Now().UnixNano() - int64(binary.LittleEndian.Uint64(p)))
+			sent = int64(binary.LittleEndian.Uint64(p))
 		}
-		r.con.record(len(p), lat)
+		r.con.record(len(p), sent)
 	})
 	if err != nil {
 		return err
