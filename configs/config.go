@@ -122,6 +122,14 @@ type Storage struct {
 	Segments bool `yaml:"segments"`
 	// SegmentSize is the size of a segment file. Default 64MiB.
 	SegmentSize Bytes `yaml:"segment_size"`
+	// SegmentCache is how much of the newest segment data stays in the
+	// page cache once durable; older pages are dropped from it, so writing
+	// reuses the pages it frees (new pages cost the kernel more, and on a
+	// virtual machine whose host reclaims free memory, a fault on the host
+	// too) and tern's page-cache footprint stays bounded. Consumers this
+	// far behind the newest message or further read from the disk. 0 keeps
+	// every page (the kernel decides). Default 256MiB.
+	SegmentCache Bytes `yaml:"segment_cache"`
 	// HugePages has `tern serve` ask the C allocator, which holds pebble's
 	// memtables and block cache, for transparent huge pages (on Linux
 	// with glibc, where the kernel offers them on request). A fresh 4 KiB
@@ -244,6 +252,7 @@ func builtin() Node {
 			Compression:       "none",
 			Segments:          true,
 			SegmentSize:       64 << 20,
+			SegmentCache:      256 << 20,
 			HugePages:         true,
 		},
 		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20, HeapLimit: 72 << 20},
@@ -350,6 +359,9 @@ func (n Node) Validate() error {
 	}
 	if n.Storage.SegmentSize < 1<<20 || n.Storage.SegmentSize > 2<<30 {
 		bad("storage.segment_size", "%v: want 1MiB to 2GiB (64MiB recommended)", n.Storage.SegmentSize)
+	}
+	if n.Storage.SegmentCache < 0 {
+		bad("storage.segment_cache", "%v: want a size of 0 (keep every page) or more (256MiB recommended)", n.Storage.SegmentCache)
 	}
 	if n.Storage.CacheSize < 0 {
 		bad("storage.cache_size", "%v: want a size of 0 or more", n.Storage.CacheSize)

@@ -92,6 +92,13 @@ type Config struct {
 	// SegmentSize is the size at which a segment file is closed and the
 	// next begun. Default 64 MiB.
 	SegmentSize int64
+	// SegmentCache is how many of the newest bytes written to segments
+	// stay in the page cache once durable; the pages of older ones are
+	// dropped from it (POSIX_FADV_DONTNEED on Linux), so the write stream
+	// reuses the pages it frees instead of taking new ones, and a reader
+	// further behind reads from the disk. 0 keeps them all (the kernel
+	// decides).
+	SegmentCache int64
 	// AsyncSyncInterval is how often the WAL is fsynced when async appends
 	// are pending. Default 100ms.
 	AsyncSyncInterval time.Duration
@@ -125,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentSize != 0 && (c.SegmentSize < 1<<20 || c.SegmentSize > 1<<31) {
 		errs = append(errs, fmt.Errorf("localstore: segment size %d is outside 1 MiB to 2 GiB", c.SegmentSize))
+	}
+	if c.SegmentCache < 0 {
+		errs = append(errs, fmt.Errorf("localstore: segment cache %d is negative: give bytes, or 0 to keep every page", c.SegmentCache))
 	}
 	if !c.Durability.Valid() {
 		errs = append(errs, fmt.Errorf("localstore: durability %q: want sync or async", c.Durability))

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,27 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// pageSize is the page cache's page size; zeroPage pads a record's write
+// to the end of its last page.
+var (
+	pageSize = int64(os.Getpagesize())
+	zeroPage = make([]byte, pageSize)
+)
+
+// alignUp rounds x up to a multiple of a, a power of two.
+func alignUp(x, a int64) int64 { return (x + a - 1) &^ (a - 1) }
+
+// writeRecordAt is writeRecord's portable form: one WriteAt per part.
+func writeRecordAt(f vfs.File, off int64, parts ...[]byte) error {
+	for _, b := range parts {
+		if _, err := f.WriteAt(b, off); err != nil {
+			return err
+		}
+		off += int64(len(b))
+	}
+	return nil
+}
 
 // segPointer says where an entry's record is.
 type segPointer struct {
@@ -113,8 +135,25 @@ type segments struct {
 	poolMu sync.Mutex
 	pool   []string
 
+	// The page cache (Config.SegmentCache): once a sync has made them
+	// durable, the pages of bytes more than cache behind the newest are
+	// dropped. spans are the segments written since open, oldest first,
+	// whose pages are not all dropped yet; positions are in the write
+	// stream, counted as written counts. Under mu; 0 cache keeps all.
+	cache    int64
+	spans    []segSpan
+	synced   int64 // stream position the last sync made durable
+	dropped  int64 // stream position below which pages were dropped
+	dropKick chan struct{}
+
 	written atomic.Int64         // bytes written since open
 	fsync   prometheus.Histogram // each sync's latency, in seconds
+}
+
+// segSpan is where a segment's bytes are in the write stream.
+type segSpan struct {
+	f         *segFile
+	base, end int64 // the stream positions of its offset 0 and its end
 }
 
 func segName(n uint32) string { return fmt.Sprintf("%010d.seg", n) }
@@ -126,8 +165,10 @@ func recycleName(n uint32) string { return fmt.Sprintf("%010d.recycle", n) }
 const poolSize = 2
 
 // openSegments opens the segments under dir. Writing starts in a new
-// segment after the highest present one.
-func openSegments(fs vfs.FS, dir string, size int64) (*segments, error) {
+// segment after the highest present one. Pages more than cache bytes
+// behind the newest written are dropped from the page cache (0 keeps
+// them).
+func openSegments(fs vfs.FS, dir string, size, cache int64) (*segments, error) {
 	sd := fs.PathJoin(dir, segmentsDir)
 	if _, err := fs.Stat(sd); err != nil {
 		// New: make the directory, and its name in dir durable.
@@ -143,7 +184,7 @@ func openSegments(fs vfs.FS, dir string, size int64) (*segments, error) {
 		return nil, fmt.Errorf("localstore: segments: %w", err)
 	}
 	sg := &segments{
-		fs: fs, dir: sd, size: size, next: 1, inflight: map[uint32]int{}, files: map[uint32]*segFile{},
+		fs: fs, dir: sd, size: size, cache: cache, next: 1, inflight: map[uint32]int{}, files: map[uint32]*segFile{},
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Buckets: prometheus.ExponentialBucketsRange(50e-6, 10, 30),
 		}),
@@ -187,6 +228,11 @@ func openSegments(fs vfs.FS, dir string, size int64) (*segments, error) {
 			top.f = rw
 			sg.spare = top
 		}
+	}
+	if cache > 0 {
+		sg.dropKick = make(chan struct{}, 1)
+		sg.pwg.Add(1)
+		go sg.dropLoop()
 	}
 	return sg, nil
 }
@@ -301,16 +347,25 @@ func (sg *segments) write(entry []byte) (segPointer, error) {
 		}
 		sg.active, sg.pos = f, 0
 		sg.prepareLocked()
+		if sg.cache > 0 {
+			sg.spans = append(sg.spans, segSpan{f: f, base: sg.written.Load()})
+		}
 	}
-	if _, err := sg.active.f.WriteAt(h[:], sg.pos); err != nil {
-		return segPointer{}, err
-	}
-	if _, err := sg.active.f.WriteAt(entry, sg.pos+segRecordHeader); err != nil {
+	// The write runs on to the end of its last page (zeros, until the next
+	// record), so it never starts a page it covers only in part. Such a
+	// page, in a reused segment whose old pages are not cached, would
+	// have to be read from the disk before the write could go on.
+	end := sg.pos + need
+	pad := min(alignUp(end, pageSize)-end, max(sg.size-end, 0))
+	if err := writeRecord(sg.active.f, sg.pos, h[:], entry, zeroPage[:pad]); err != nil {
 		return segPointer{}, err
 	}
 	p := segPointer{Seg: sg.active.n, Off: uint32(sg.pos), Len: uint32(len(entry))}
-	sg.pos += need
+	sg.pos = end
 	sg.written.Add(need)
+	if sg.cache > 0 {
+		sg.spans[len(sg.spans)-1].end = sg.written.Load()
+	}
 	if !sg.active.dirty {
 		sg.active.dirty = true
 		sg.dirty = append(sg.dirty, sg.active)
@@ -338,6 +393,7 @@ func (sg *segments) sync() error {
 	for _, f := range dirty {
 		f.dirty = false
 	}
+	to := sg.written.Load()
 	sg.mu.Unlock()
 	if len(dirty) == 0 {
 		return nil
@@ -348,7 +404,74 @@ func (sg *segments) sync() error {
 		errs = append(errs, f.f.SyncData())
 	}
 	sg.fsync.Observe(time.Since(start).Seconds())
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if err == nil && sg.cache > 0 {
+		sg.mu.Lock()
+		sg.synced = max(sg.synced, to)
+		if !sg.closed {
+			select {
+			case sg.dropKick <- struct{}{}:
+			default:
+			}
+		}
+		sg.mu.Unlock()
+	}
+	return err
+}
+
+// dropLoop drops old pages from the page cache after syncs, off the
+// committer's path; kicks while it works coalesce.
+func (sg *segments) dropLoop() {
+	defer sg.pwg.Done()
+	for range sg.dropKick {
+		sg.dropOld()
+	}
+}
+
+// dropRange is a run of a segment's bytes whose pages are to be dropped.
+type dropRange struct {
+	f      *segFile
+	off, n int64 // n 0: to the end of the file
+}
+
+// dropOld drops the pages of the durable bytes more than cache behind the
+// newest. A page a range covers in part is kept, and dropped with the next
+// range, which starts at its page.
+func (sg *segments) dropOld() {
+	sg.mu.Lock()
+	limit := sg.synced - sg.cache
+	var work []dropRange
+	for len(sg.spans) > 0 && sg.dropped < limit {
+		sp := sg.spans[0]
+		lo, hi := max(sg.dropped, sp.base), min(limit, sp.end)
+		// done: sealed, and all of it behind the limit; its last pages
+		// are dropped to the end of the file.
+		done := sp.f != sg.active && sp.end <= limit
+		if hi > lo || done {
+			off := (min(lo, sp.end) - sp.base) &^ (pageSize - 1)
+			r := dropRange{f: sp.f, off: off, n: hi - sp.base - off}
+			if done {
+				r.n = 0
+			}
+			work = append(work, r)
+		}
+		if !done {
+			break
+		}
+		sg.spans = sg.spans[1:]
+	}
+	sg.dropped = max(sg.dropped, limit)
+	sg.mu.Unlock()
+	if len(work) == 0 {
+		return
+	}
+	sg.rmu.RLock()
+	defer sg.rmu.RUnlock()
+	for _, r := range work {
+		if sg.files[r.f.n] == r.f { // not removed meanwhile
+			dropPages(r.f.f, r.off, r.n)
+		}
+	}
 }
 
 // read appends p's record to buf, checks its length and CRC, and returns
@@ -455,6 +578,9 @@ func (sg *segments) count() int {
 
 func (sg *segments) close() error {
 	sg.mu.Lock()
+	if !sg.closed && sg.dropKick != nil {
+		close(sg.dropKick)
+	}
 	sg.closed = true
 	sg.mu.Unlock()
 	sg.pwg.Wait()

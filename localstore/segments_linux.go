@@ -14,3 +14,43 @@ func allocate(f vfs.File, size int64) {
 		_ = unix.Fallocate(int(fd), 0, 0, size)
 	}
 }
+
+// writeRecord writes a record's header, entry and padding at off in one
+// pwritev, so the write covers its last page whole when it reaches the
+// kernel (see segments.write).
+func writeRecord(f vfs.File, off int64, h, entry, pad []byte) error {
+	fd := f.Fd()
+	if fd == vfs.InvalidFd {
+		return writeRecordAt(f, off, h, entry, pad)
+	}
+	iov := [][]byte{h, entry, pad}
+	for {
+		n, err := unix.Pwritev(int(fd), iov, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		off += int64(n)
+		for len(iov) > 0 && n >= len(iov[0]) {
+			n -= len(iov[0])
+			iov = iov[1:]
+		}
+		if len(iov) == 0 {
+			return nil
+		}
+		// A short write (a signal, or a full disk about to say so):
+		// write what is left, which reports the error if there is one.
+		iov[0] = iov[0][n:]
+		return writeRecordAt(f, off, iov...)
+	}
+}
+
+// dropPages drops the cached pages of n bytes at off (n 0: to the end of
+// the file). They are durable, so nothing is written.
+func dropPages(f vfs.File, off, n int64) {
+	if fd := f.Fd(); fd != vfs.InvalidFd {
+		_ = unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
+	}
+}

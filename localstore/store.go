@@ -124,7 +124,7 @@ func Open(cfg Config) (*Store, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	if s.segs, err = openSegments(fs, cfg.Dir, cfg.SegmentSize); err != nil {
+	if s.segs, err = openSegments(fs, cfg.Dir, cfg.SegmentSize, cfg.SegmentCache); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

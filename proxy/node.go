@@ -133,6 +133,7 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 		Compression:       localstore.Compression(cfg.Storage.Compression),
 		InlineEntries:     !cfg.Storage.Segments,
 		SegmentSize:       int64(cfg.Storage.SegmentSize),
+		SegmentCache:      int64(cfg.Storage.SegmentCache),
 		Durability:        localstore.Durability(cfg.Storage.Durability),
 		AsyncSyncInterval: time.Duration(cfg.Storage.AsyncSyncInterval),
 		Now:               opts.Now,
