@@ -117,8 +117,9 @@ func (r *run) payload() *[]byte {
 
 // producers runs cfg.Producers producers until stop is closed or, when
 // limit >= 0, until they sent limit messages in all; it returns once every
-// message is acknowledged or the drain timeout passes.
-func (r *run) producers(ctx context.Context, stop <-chan struct{}, limit int64) error {
+// message is acknowledged or the drain timeout passes. With ready, it
+// primes the producers first (see prime) and closes ready before the load.
+func (r *run) producers(ctx context.Context, stop <-chan struct{}, limit int64, ready chan<- struct{}) error {
 	n := r.cfg.Producers
 	ps := make([]Producer, 0, n)
 	defer func() {
@@ -132,6 +133,12 @@ func (r *run) producers(ctx context.Context, stop <-chan struct{}, limit int64) 
 			return fmt.Errorf("perf: new producer: %w", err)
 		}
 		ps = append(ps, p)
+	}
+	if ready != nil {
+		if err := r.prime(ctx, ps); err != nil {
+			return err
+		}
+		close(ready)
 	}
 	rate := float64(r.cfg.Rate) / float64(n)
 	var wg sync.WaitGroup
@@ -155,6 +162,45 @@ func (r *run) producers(ctx context.Context, stop <-chan struct{}, limit int64) 
 	for _, p := range ps {
 		if err := p.Flush(dctx); err != nil {
 			return fmt.Errorf("perf: waiting for acknowledgements: %w", err)
+		}
+	}
+	return nil
+}
+
+// prime sends one message from each producer and waits until they are
+// acknowledged and, in an end-to-end run, received, before the load
+// starts. Connections, metadata, producer IDs and the consumers' first
+// fetches are then in place (OMB probes its producers the same way), and
+// the warm-up is spent on the system, not on the clients' start.
+func (r *run) prime(ctx context.Context, ps []Producer) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.DrainTimeout)
+	defer cancel()
+	errc := make(chan error, len(ps))
+	for _, p := range ps {
+		b := make([]byte, r.cfg.MessageSize)
+		binary.LittleEndian.PutUint64(b, uint64(time.Now().UnixNano()))
+		p.Send(ctx, b, func(err error) {
+			if err == nil {
+				r.pub.record(len(b), 0)
+			}
+			errc <- err
+		})
+	}
+	for range ps {
+		if err := <-errc; err != nil {
+			return fmt.Errorf("perf: the producers' first messages: %w", err)
+		}
+	}
+	if r.cfg.Mode != ModeE2E {
+		return nil
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for r.con.total.Load() < int64(len(ps)) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("perf: the consumers received %d of the producers' first %d messages within --drain-timeout %v", r.con.total.Load(), len(ps), r.cfg.DrainTimeout)
+		case <-tick.C:
 		}
 	}
 	return nil
@@ -284,10 +330,30 @@ func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 	return err
 }
 
+// await waits for the producers to be primed; an error if they stopped
+// first.
+func (r *run) await(ctx context.Context, ready <-chan struct{}, errc <-chan error) error {
+	r.phase.Store("prime")
+	select {
+	case <-ready:
+		return nil
+	case err := <-errc:
+		if err == nil {
+			err = errors.New("perf: the producers stopped before the load started")
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (r *run) runProduce(ctx context.Context) error {
-	stop := make(chan struct{})
+	stop, ready := make(chan struct{}), make(chan struct{})
 	errc := make(chan error, 1)
-	go func() { errc <- r.producers(ctx, stop, -1) }()
+	go func() { errc <- r.producers(ctx, stop, -1, ready) }()
+	if err := r.await(ctx, ready, errc); err != nil {
+		return err
+	}
 	werr := r.window(ctx, nil, nil)
 	r.stopped.Store(true)
 	close(stop)
@@ -304,7 +370,7 @@ func (r *run) runConsume(ctx context.Context) error {
 	// Fill the backlog as fast as the system takes it.
 	r.phase.Store("fill")
 	fillStart := time.Now()
-	if err := r.producers(ctx, nil, r.cfg.Backlog); err != nil {
+	if err := r.producers(ctx, nil, r.cfg.Backlog, nil); err != nil {
 		return err
 	}
 	if e := r.firstErr.Load(); e != nil {
@@ -354,9 +420,12 @@ func (r *run) runE2E(ctx context.Context) error {
 		return err
 	}
 	defer closeAll(cs)
-	stop := make(chan struct{})
+	stop, ready := make(chan struct{}), make(chan struct{})
 	errc := make(chan error, 1)
-	go func() { errc <- r.producers(ctx, stop, -1) }()
+	go func() { errc <- r.producers(ctx, stop, -1, ready) }()
+	if err := r.await(ctx, ready, errc); err != nil {
+		return err
+	}
 	werr := r.window(ctx, nil, nil)
 	close(stop)
 	perr := <-errc
