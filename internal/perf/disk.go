@@ -384,15 +384,20 @@ func (r *diskRun) writer() {
 		r.mu.Lock()
 		r.mu.iSyncs++
 		r.mu.iBytes += n
+		measured := false
 		for _, d := range due {
 			us := min(max(int64(e.Sub(d)/time.Microsecond), histMin), histMax)
 			_ = r.mu.iCommit.RecordValue(us)
 			if !d.Before(r.measureAt) {
 				_ = r.mu.commit.RecordValue(us)
 				r.mu.appends++
+				measured = true
 			}
 		}
-		if !e.Before(r.measureAt) {
+		// A sync is the window's if it made one of the window's appends
+		// durable: one ending in the window with only warm-up appends
+		// would time a sync no measured commit waited for.
+		if measured {
 			r.mu.syncs++
 			_ = r.mu.fsync.RecordValue(min(max(int64(e.Sub(s)/time.Microsecond), histMin), histMax))
 		}
