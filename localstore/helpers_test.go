@@ -68,8 +68,10 @@ func openTest(t testing.TB, cfg Config) *Store {
 }
 
 func memConfig(fs vfs.FS) Config {
-	// Small segments, so a crash test fills and removes several.
-	return Config{Dir: "/data", FS: fs, Logger: slog.New(slog.DiscardHandler), SegmentSize: 1 << 20}
+	// Small segments, so a crash test fills and removes several; a small
+	// page-cache window, so dropping runs beside removal (an in-memory
+	// file has no pages to drop, but the bookkeeping is the same).
+	return Config{Dir: "/data", FS: fs, Logger: slog.New(slog.DiscardHandler), SegmentSize: 1 << 20, SegmentCache: 2 << 20}
 }
 
 // openTopic opens a store with cfg and creates a one-partition topic.
