@@ -34,10 +34,13 @@ type Metrics struct {
 	WALFsync FsyncHistogram
 	// Segments is the number of segment files; SegmentBytesWritten what
 	// was written to them since open; SegmentFsync their fdatasyncs'
-	// latency (one per group commit of appends in segments).
+	// latency (one per group commit of appends in segments);
+	// SegmentCacheDropped how many of the bytes written since open have
+	// had their pages dropped from the page cache (Config.SegmentCache).
 	Segments            int
 	SegmentBytesWritten int64
 	SegmentFsync        FsyncHistogram
+	SegmentCacheDropped int64
 }
 
 // Metrics returns current figures.
@@ -52,6 +55,7 @@ func (s *Store) Metrics() Metrics {
 		Segments:            s.segs.count(),
 		SegmentBytesWritten: s.segs.written.Load(),
 		SegmentFsync:        fsyncHistogram(s.segs.fsync, 1),
+		SegmentCacheDropped: s.segs.droppedBytes(),
 	}
 	s.mu.RLock()
 	m.Topics = len(s.mu.topics)

@@ -71,9 +71,12 @@ func TestSegmentCacheDropsOldPages(t *testing.T) {
 	s, dir, pid, want := writtenSegments(t, 1<<20)
 	first := filepath.Join(dir, segmentsDir, segName(1))
 	var in, all int
+	var m Metrics
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		// Dropping runs beside the committer, after its syncs.
-		if in, all = resident(t, first); in == 0 || time.Now().After(deadline) {
+		in, all = resident(t, first)
+		m = s.Metrics()
+		if in == 0 && m.SegmentBytesWritten-m.SegmentCacheDropped <= 2<<20 || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -88,6 +91,9 @@ func TestSegmentCacheDropsOldPages(t *testing.T) {
 	}
 	if min, max := int((1<<20)*3/4/pageSize), int((2<<20)/pageSize); total < min || total > max {
 		t.Errorf("%d segment pages cached in all; want the newest 1 MiB's, %d to %d", total, min, max)
+	}
+	if behind := m.SegmentBytesWritten - m.SegmentCacheDropped; m.SegmentCacheDropped <= 0 || behind < 1<<20 || behind > 2<<20 {
+		t.Errorf("metrics: %d of %d bytes written dropped; want all but the newest 1 MiB or so", m.SegmentCacheDropped, m.SegmentBytesWritten)
 	}
 	sameEntries(t, readAll(t, s, pid), want)
 }

@@ -428,6 +428,14 @@ func (sg *segments) dropLoop() {
 	}
 }
 
+// droppedBytes is how many of the bytes written since open have had their
+// pages dropped.
+func (sg *segments) droppedBytes() int64 {
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	return sg.dropped
+}
+
 // dropRange is a run of a segment's bytes whose pages are to be dropped.
 type dropRange struct {
 	f      *segFile
