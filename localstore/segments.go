@@ -120,9 +120,11 @@ type segments struct {
 	inflight map[uint32]int // segment -> records written, not yet in pebble
 	next     uint32         // the next segment number to use
 	spare    *segFile       // the next segment, made ahead; nil while none is
-	// preparing is set while the next segment is being made; closed stops
-	// making more, and pwg waits for the one being made.
+	// preparing is set while the next segment is being made, and
+	// prepared is signalled when it is done; closed stops making more,
+	// and pwg waits for the one being made.
 	preparing, closed bool
+	prepared          *sync.Cond
 	pwg               sync.WaitGroup
 	// files are the segments readers may open, by number. Removal takes
 	// rmu for writing, so no read is in progress on a removed file.
@@ -189,6 +191,7 @@ func openSegments(fs vfs.FS, dir string, size, cache int64) (*segments, error) {
 			Buckets: prometheus.ExponentialBucketsRange(50e-6, 10, 30),
 		}),
 	}
+	sg.prepared = sync.NewCond(&sg.mu)
 	for _, name := range names {
 		if strings.HasSuffix(name, ".recycle") {
 			if len(sg.pool) < poolSize {
@@ -248,6 +251,10 @@ func unwritten(f vfs.File) bool {
 	return n == len(h) && h == [segRecordHeader]byte{}
 }
 
+// prepareHook, when set (by tests), runs before the next segment is made
+// ahead, with its number.
+var prepareHook func(n uint32)
+
 // reserve takes the next segment number. sg.mu is held.
 func (sg *segments) reserve() uint32 {
 	n := sg.next
@@ -267,10 +274,14 @@ func (sg *segments) prepareLocked() {
 	sg.pwg.Add(1)
 	go func() {
 		defer sg.pwg.Done()
+		if prepareHook != nil {
+			prepareHook(n)
+		}
 		f, err := sg.create(n)
 		sg.mu.Lock()
 		defer sg.mu.Unlock()
 		sg.preparing = false
+		sg.prepared.Broadcast()
 		if err == nil {
 			sg.spare = f // made durable; an append may point into it
 		}
@@ -336,7 +347,16 @@ func (sg *segments) write(entry []byte) (segPointer, error) {
 	binary.BigEndian.PutUint32(h[4:], crc32.Checksum(entry, castagnoli))
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
-	if sg.active == nil || (sg.pos > 0 && sg.pos+need > sg.size) || sg.pos+need > 1<<32-1 {
+	for sg.active == nil || (sg.pos > 0 && sg.pos+need > sg.size) || sg.pos+need > 1<<32-1 {
+		// Segments are written in the order of their numbers: removal
+		// and each partition's first segment rely on it. So a move waits
+		// for the next segment being made rather than make a later one
+		// (the one being made would then be written after it), and looks
+		// again: another write may have moved meanwhile.
+		if sg.preparing {
+			sg.prepared.Wait()
+			continue
+		}
 		f := sg.spare
 		sg.spare = nil
 		if f == nil {

@@ -436,3 +436,58 @@ func TestRemovedSegmentsAreWrittenAgain(t *testing.T) {
 		t.Error("no disk bytes counted")
 	}
 }
+
+// Segments are written in the order of their numbers, which removal and
+// each partition's first segment rely on, even when a move to the next
+// segment comes while that segment is still being made.
+func TestSegmentsAreWrittenInNumberOrder(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { prepareHook = nil }) // after the store's close
+	prepareHook = func(n uint32) {
+		if n == 3 {
+			<-release // segment 3 takes its time to be made
+		}
+	}
+	s, pid := openTopic(t, Config{Dir: t.TempDir(), SegmentSize: 1 << 20}, "order")
+	released := false
+	t.Cleanup(func() { // before the store's close, which waits for segment 3
+		if !released {
+			close(release)
+		}
+	})
+	big := func(tag string) []byte { return makeEntry(t, tag, 1, 1500<<10, 1000) }
+	appendStamped(t, s, pid, big("a"), DurabilitySync)                       // segment 1, alone
+	appendStamped(t, s, pid, makeEntry(t, "b", 1, 10, 1000), DurabilitySync) // segment 2; 3 is being made
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		appendStamped(t, s, pid, big("c"), DurabilitySync) // needs segment 3
+	}()
+	select {
+	case <-done:
+		t.Fatal("an append needing the next segment went on while it was being made: it wrote to a later one")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	released = true
+	<-done
+	for i := range 3 {
+		appendStamped(t, s, pid, big(fmt.Sprintf("d%d", i)), DurabilitySync)
+	}
+	_, hw, err := s.Offsets(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := uint32(0)
+	for off := range hw {
+		v, _, err := s.Get(logKey(kindEntry, pid, off))
+		p, ok := decodeSegPointer(v)
+		if err != nil || !ok {
+			t.Fatalf("entry %d: no segment pointer (%v)", off, err)
+		}
+		if p.Seg != last+1 {
+			t.Errorf("entry %d is in segment %d after segment %d; want each in the next", off, p.Seg, last)
+		}
+		last = p.Seg
+	}
+}
