@@ -41,6 +41,10 @@ type Metrics struct {
 	SegmentBytesWritten int64
 	SegmentFsync        FsyncHistogram
 	SegmentCacheDropped int64
+	// SegmentPoolBytes is the part of DiskBytes that removed segments
+	// kept for reuse take: space new segments are written into before
+	// any more is taken.
+	SegmentPoolBytes uint64
 }
 
 // Metrics returns current figures.
@@ -74,7 +78,9 @@ func (s *Store) Metrics() Metrics {
 		return m
 	}
 	pm := s.db.Metrics()
-	m.DiskBytes = pm.DiskSpaceUsage() + s.segs.diskBytes()
+	segs, pool := s.segs.diskBytes()
+	m.DiskBytes = pm.DiskSpaceUsage() + segs
+	m.SegmentPoolBytes = pool
 	m.MemtableBytes = pm.MemTable.Size
 	m.WALBytesWritten = pm.WAL.BytesWritten
 	m.Flushes = pm.Flush.Count

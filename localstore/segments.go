@@ -132,10 +132,13 @@ type segments struct {
 	files map[uint32]*segFile
 
 	// pool holds removed segments kept to be written again (renamed to
-	// recycleName), at most poolSize: appending into blocks written
-	// before costs the disk and the page cache less than new ones.
+	// recycleName), with when each was kept: appending into blocks
+	// written before costs the disk and the page cache less than new
+	// ones, and removing many files at once stalls the disk. Up to
+	// poolMaxBytes are kept (at least poolMin segments); one unused for
+	// poolIdle is removed at the next removal.
 	poolMu sync.Mutex
-	pool   []string
+	pool   []pooled
 
 	// The page cache (Config.SegmentCache): once a sync has made them
 	// durable, the pages of bytes more than cache behind the newest are
@@ -163,8 +166,23 @@ func segName(n uint32) string { return fmt.Sprintf("%010d.seg", n) }
 // recycleName is a removed segment's name while it waits in the pool.
 func recycleName(n uint32) string { return fmt.Sprintf("%010d.recycle", n) }
 
-// poolSize is how many removed segments are kept for reuse.
-const poolSize = 2
+// pooled is a removed segment kept for reuse.
+type pooled struct {
+	name string
+	at   time.Time
+}
+
+// What the pool keeps: segments removed in one retention pass are needed
+// again before the next (every minute by default), so in a steady state
+// every one is reused; when writing slows down, they go after poolIdle.
+const (
+	poolMin      = 2
+	poolMaxBytes = 4 << 30
+	poolIdle     = 5 * time.Minute
+)
+
+// poolMax is how many segments the pool keeps at most.
+func (sg *segments) poolMax() int { return max(poolMin, int(poolMaxBytes/sg.size)) }
 
 // openSegments opens the segments under dir. Writing starts in a new
 // segment after the highest present one. Pages more than cache bytes
@@ -194,8 +212,8 @@ func openSegments(fs vfs.FS, dir string, size, cache int64) (*segments, error) {
 	sg.prepared = sync.NewCond(&sg.mu)
 	for _, name := range names {
 		if strings.HasSuffix(name, ".recycle") {
-			if len(sg.pool) < poolSize {
-				sg.pool = append(sg.pool, name)
+			if len(sg.pool) < sg.poolMax() {
+				sg.pool = append(sg.pool, pooled{name: name, at: time.Now()})
 			} else if err := fs.Remove(fs.PathJoin(sd, name)); err != nil {
 				sg.close()
 				return nil, fmt.Errorf("localstore: segments: %w", err)
@@ -300,7 +318,7 @@ func (sg *segments) create(n uint32) (*segFile, error) {
 	if k := len(sg.pool); k > 0 {
 		// Its old records stay behind the new ones; no pointer reaches
 		// them, and a read checks each record it is pointed at.
-		old := sg.pool[k-1]
+		old := sg.pool[k-1].name
 		sg.pool = sg.pool[:k-1]
 		var err error
 		if f, err = sg.fs.ReuseForWrite(sg.fs.PathJoin(sg.dir, old), name, vfs.WriteCategoryUnspecified); err != nil {
@@ -559,42 +577,48 @@ func (sg *segments) removeBelow(keep uint32) (int, error) {
 	sg.dirty = slices.DeleteFunc(sg.dirty, func(f *segFile) bool { return f.n < keep })
 	sg.mu.Unlock()
 	var errs []error
+	now := time.Now()
+	sg.poolMu.Lock()
+	defer sg.poolMu.Unlock()
 	for _, f := range gone {
 		errs = append(errs, f.f.Close())
 		name := sg.fs.PathJoin(sg.dir, segName(f.n))
-		sg.poolMu.Lock()
-		if len(sg.pool) < poolSize && sg.fs.Rename(name, sg.fs.PathJoin(sg.dir, recycleName(f.n))) == nil {
+		if sg.fs.Rename(name, sg.fs.PathJoin(sg.dir, recycleName(f.n))) == nil {
 			// Not made durable: after a crash it is a segment again,
 			// which nothing points into, and is removed in turn.
-			sg.pool = append(sg.pool, recycleName(f.n))
-			sg.poolMu.Unlock()
+			sg.pool = append(sg.pool, pooled{name: recycleName(f.n), at: now})
 			continue
 		}
-		sg.poolMu.Unlock()
 		errs = append(errs, sg.fs.Remove(name))
+	}
+	// The oldest go first: over poolMax, or unused for poolIdle beyond the
+	// poolMin kept whatever their age.
+	for len(sg.pool) > sg.poolMax() || len(sg.pool) > poolMin && now.Sub(sg.pool[0].at) > poolIdle {
+		errs = append(errs, sg.fs.Remove(sg.fs.PathJoin(sg.dir, sg.pool[0].name)))
+		sg.pool = sg.pool[1:]
 	}
 	return len(gone), errors.Join(errs...)
 }
 
 // diskBytes is the segment files' size on disk (a new segment's whole
-// size is allocated when it is made).
-func (sg *segments) diskBytes() uint64 {
+// size is allocated when it is made), and pool the part of it that removed
+// segments kept for reuse take.
+func (sg *segments) diskBytes() (n, pool uint64) {
 	sg.rmu.RLock()
-	defer sg.rmu.RUnlock()
-	var n uint64
 	for _, f := range sg.files {
 		if fi, err := f.f.Stat(); err == nil {
 			n += uint64(fi.Size())
 		}
 	}
+	sg.rmu.RUnlock()
 	sg.poolMu.Lock()
 	defer sg.poolMu.Unlock()
-	for _, name := range sg.pool {
-		if fi, err := sg.fs.Stat(sg.fs.PathJoin(sg.dir, name)); err == nil {
-			n += uint64(fi.Size())
+	for _, p := range sg.pool {
+		if fi, err := sg.fs.Stat(sg.fs.PathJoin(sg.dir, p.name)); err == nil {
+			pool += uint64(fi.Size())
 		}
 	}
-	return n
+	return n + pool, pool
 }
 
 // count is the number of segment files.

@@ -128,10 +128,13 @@ func (n *Node) diskQuotaLoop() {
 	}
 }
 
-// sampleDisk records the store's size on disk and returns it.
+// sampleDisk records the store's size on disk and returns it. Removed
+// segments kept for reuse count as free: new segments are written into
+// them before the disk gives any more.
 func (n *Node) sampleDisk() int64 {
 	appended := n.store.AppendedBytes()
-	used := int64(n.store.Metrics().DiskBytes)
+	m := n.store.Metrics()
+	used := int64(m.DiskBytes - m.SegmentPoolBytes)
 	n.diskUsed.Store(used)
 	n.diskAppended.Store(appended)
 	return used
