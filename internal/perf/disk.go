@@ -25,6 +25,11 @@ const (
 	// that reuses its old files does (pebble recycles its WAL files so).
 	// The disk then only has the data to write at each fdatasync.
 	DiskLog DiskPattern = "log"
+	// DiskAllocated appends to a new file whose whole size was allocated
+	// first (fallocate), as tern's segments are: there is no size to
+	// commit, but each fdatasync marks the blocks it covers written (a
+	// journal commit on ext4).
+	DiskAllocated DiskPattern = "allocated"
 	// DiskGrowing appends to a new file, which grows with every append:
 	// each fdatasync also commits the file's new size and blocks.
 	DiskGrowing DiskPattern = "growing"
@@ -37,7 +42,7 @@ const (
 )
 
 // DiskPatterns are the patterns in the order the probe runs them.
-var DiskPatterns = []DiskPattern{DiskLog, DiskGrowing, DiskLogFlush}
+var DiskPatterns = []DiskPattern{DiskLog, DiskAllocated, DiskGrowing, DiskLogFlush}
 
 // DiskConfig is one run of the disk probe: appends of Record bytes arrive
 // at Rate bytes per second, and one writer makes them durable in group
@@ -244,10 +249,15 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 		_ = r.log.Close()
 		_ = os.Remove(r.log.Name())
 	}()
-	if p != DiskGrowing {
+	switch p {
+	case DiskLog, DiskLogFlush:
 		fmt.Fprintf(cfg.Progress, "preparing %s: writing the %d MiB file the log will reuse\n", p, total>>20)
 		if err := r.prepare(ctx, total); err != nil {
 			return nil, err
+		}
+	case DiskAllocated:
+		if err := allocateFile(r.log, total); err != nil {
+			return nil, fmt.Errorf("allocating the file: %w", err)
 		}
 	}
 	start := time.Now()
@@ -481,6 +491,7 @@ func (res *DiskResult) WriteTable(w io.Writer) error {
 		return err
 	}
 	_, err := fmt.Fprintln(w, "commit: from an append's due time to the end of the fdatasync that covers it. log: a file written in full before;\n"+
-		"growing: a new file; log+flush: log, plus every byte written again into new files as an LSM's flush does.")
+		"allocated: a new file allocated whole first, as tern's segments are; growing: a new file;\n"+
+		"log+flush: log, plus every byte written again into new files as an LSM's flush does.")
 	return err
 }

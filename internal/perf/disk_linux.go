@@ -23,3 +23,6 @@ func freeBytes(dir string) (int64, bool) {
 	}
 	return int64(st.Bavail) * int64(st.Bsize), true
 }
+
+// allocateFile allocates n bytes for f and sets its size (fallocate).
+func allocateFile(f *os.File, n int64) error { return unix.Fallocate(int(f.Fd()), 0, 0, n) }

@@ -12,3 +12,6 @@ func startWriteOut(*os.File, int64, int64) {}
 
 // freeBytes is unknown here: the probe does not check the space first.
 func freeBytes(string) (int64, bool) { return 0, false }
+
+// allocateFile sets f's size; the blocks are allocated as it is written.
+func allocateFile(f *os.File, n int64) error { return f.Truncate(n) }

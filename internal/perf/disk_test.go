@@ -84,7 +84,7 @@ func TestDiskProbeRunsEachPattern(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back DiskResult
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Patterns) != 3 || back.Patterns[2].Commit.P99 != res.Patterns[2].Commit.P99 {
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Patterns) != len(DiskPatterns) || back.Patterns[2].Commit.P99 != res.Patterns[2].Commit.P99 {
 		t.Errorf("JSON does not read back (%v): %s", err, js.String())
 	}
 }
@@ -116,7 +116,7 @@ func TestDiskConfigErrorsSayWhatToChange(t *testing.T) {
 	if _, err := ParseDiskPatterns("log, log+flush"); err != nil {
 		t.Error(err)
 	}
-	if _, err := ParseDiskPatterns("log,fsync"); err == nil || !strings.Contains(err.Error(), "want log, growing, log+flush") {
+	if _, err := ParseDiskPatterns("log,fsync"); err == nil || !strings.Contains(err.Error(), "want log, allocated, growing, log+flush") {
 		t.Errorf("got %v for an unknown pattern", err)
 	}
 	cfg := DefaultDiskConfig()

@@ -26,9 +26,11 @@ func DiskCommand() *cobra.Command {
 
 Appends of --record bytes arrive at --rate; one writer writes what has
 arrived, fdatasyncs, and starts again, as the log does under sync
-durability. Three write patterns run in turn:
+durability. Four write patterns run in turn:
 
   log        appends into a file written in full before (a reused file)
+  allocated  appends into a new file allocated whole first (fallocate),
+             as tern's segments are
   growing    appends into a new file
   log+flush  log, plus every byte written again into new 64 MiB files,
              as an LSM's memtable flush does beside its WAL
@@ -73,7 +75,7 @@ its files afterwards.`,
 	fl.IntVar(&cfg.Record, "record", cfg.Record, "bytes per append (one produce request's worth)")
 	fl.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured time at the start of each pattern")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time of each pattern")
-	fl.StringVar(&patterns, "patterns", "log,growing,log+flush", "patterns to run, comma separated")
+	fl.StringVar(&patterns, "patterns", "log,allocated,growing,log+flush", "patterns to run, comma separated")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON (progress lines go to stderr)")
 	return c
 }
