@@ -576,26 +576,34 @@ func (sg *segments) removeBelow(keep uint32) (int, error) {
 	sg.rmu.Unlock()
 	sg.dirty = slices.DeleteFunc(sg.dirty, func(f *segFile) bool { return f.n < keep })
 	sg.mu.Unlock()
+	// The files are closed, renamed and removed outside poolMu, which the
+	// making of the next segment takes.
 	var errs []error
 	now := time.Now()
-	sg.poolMu.Lock()
-	defer sg.poolMu.Unlock()
+	var kept []pooled
 	for _, f := range gone {
 		errs = append(errs, f.f.Close())
 		name := sg.fs.PathJoin(sg.dir, segName(f.n))
 		if sg.fs.Rename(name, sg.fs.PathJoin(sg.dir, recycleName(f.n))) == nil {
 			// Not made durable: after a crash it is a segment again,
 			// which nothing points into, and is removed in turn.
-			sg.pool = append(sg.pool, pooled{name: recycleName(f.n), at: now})
+			kept = append(kept, pooled{name: recycleName(f.n), at: now})
 			continue
 		}
 		errs = append(errs, sg.fs.Remove(name))
 	}
+	sg.poolMu.Lock()
+	sg.pool = append(sg.pool, kept...)
 	// The oldest go first: over poolMax, or unused for poolIdle beyond the
 	// poolMin kept whatever their age.
+	var drop []string
 	for len(sg.pool) > sg.poolMax() || len(sg.pool) > poolMin && now.Sub(sg.pool[0].at) > poolIdle {
-		errs = append(errs, sg.fs.Remove(sg.fs.PathJoin(sg.dir, sg.pool[0].name)))
+		drop = append(drop, sg.pool[0].name)
 		sg.pool = sg.pool[1:]
+	}
+	sg.poolMu.Unlock()
+	for _, name := range drop {
+		errs = append(errs, sg.fs.Remove(sg.fs.PathJoin(sg.dir, name)))
 	}
 	return len(gone), errors.Join(errs...)
 }
