@@ -237,31 +237,21 @@ func AppendBatch(dst []byte, spec BatchSpec, msgs []Message, c *Compressor) ([]b
 	base := msgs[0].Timestamp
 	maxTs := base
 	size := BatchHeaderSize
-	recs := make([]kmsg.Record, len(msgs))
+	// Two passes over one kmsg.Record, sizing then writing, so a batch
+	// costs no allocation per message (nor a slice of records).
+	var rec kmsg.Record
+	var hdrs []kmsg.Header
 	for i := range msgs {
-		m := &msgs[i]
-		maxTs = max(maxTs, m.Timestamp)
-		rec := &recs[i]
-		*rec = kmsg.Record{
-			TimestampDelta64: m.Timestamp - base,
-			OffsetDelta:      int32(i),
-			Key:              m.Key,
-			Value:            m.Value,
-		}
-		if len(m.Headers) > 0 {
-			rec.Headers = make([]kmsg.Header, len(m.Headers))
-			for j, h := range m.Headers {
-				rec.Headers[j] = kmsg.Header{Key: h.Key, Value: h.Value}
-			}
-		}
-		rec.Length = int32(recordBodyLen(rec))
+		maxTs = max(maxTs, msgs[i].Timestamp)
+		hdrs = fillRecord(&rec, hdrs, &msgs[i], i, base)
 		size += varintLen(int64(rec.Length)) + int(rec.Length)
 	}
 	start := len(dst)
 	dst = slices.Grow(dst, size)
 	dst = append(dst, make([]byte, BatchHeaderSize)...)
-	for i := range recs {
-		dst = recs[i].AppendTo(dst)
+	for i := range msgs {
+		hdrs = fillRecord(&rec, hdrs, &msgs[i], i, base)
+		dst = rec.AppendTo(dst)
 	}
 	attrs := int16(spec.Codec) & AttrCodecMask
 	if spec.Codec != CodecNone {
@@ -290,6 +280,25 @@ func AppendBatch(dst []byte, spec BatchSpec, msgs []Message, c *Compressor) ([]b
 	be.PutUint32(h[batchRecordCountAt:], uint32(len(msgs)))
 	be.PutUint32(h[batchCRCAt:], crc32.Checksum(h[batchAttributesAt:], castagnoli))
 	return dst, nil
+}
+
+// fillRecord sets rec to message i of a batch whose first timestamp is
+// base, with its length; its headers go in hdrs, which it returns for
+// the next message to reuse.
+func fillRecord(rec *kmsg.Record, hdrs []kmsg.Header, m *Message, i int, base int64) []kmsg.Header {
+	hdrs = hdrs[:0]
+	for _, h := range m.Headers {
+		hdrs = append(hdrs, kmsg.Header{Key: h.Key, Value: h.Value})
+	}
+	*rec = kmsg.Record{
+		TimestampDelta64: m.Timestamp - base,
+		OffsetDelta:      int32(i),
+		Key:              m.Key,
+		Value:            m.Value,
+		Headers:          hdrs,
+	}
+	rec.Length = int32(recordBodyLen(rec))
+	return hdrs
 }
 
 // recordBodyLen is the encoded size of a record after its length varint.
