@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ type Flags struct {
 	// of the run goes (the client library's cost, which shares the
 	// machine with the server).
 	CPUProfile string
+	// Trace, if set, is where the load generator's execution trace of
+	// the run goes (go tool trace): where its goroutines waited.
+	Trace string
 }
 
 // Factory makes the driver for one protocol from the flags.
@@ -111,6 +115,7 @@ func command(mode perf.Mode, short string, opts Options) *cobra.Command {
 	fl.DurationVar(&f.Linger, "linger", time.Millisecond, "producer batching delay (Kafka linger, Pulsar batching max publish delay)")
 	fl.StringVar(&f.Compression, "compression", "none", "Kafka batch compression: none, gzip, snappy, lz4, zstd")
 	fl.StringVar(&f.CPUProfile, "client-cpuprofile", "", "write this load generator's CPU profile of the run to this file")
+	fl.StringVar(&f.Trace, "client-trace", "", "write this load generator's execution trace of the run to this file (large: keep runs short)")
 	return c
 }
 
@@ -167,6 +172,17 @@ func run(cmd *cobra.Command, f *Flags, opts Options) error {
 			return fmt.Errorf("--client-cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.Trace != "" {
+		tf, err := os.Create(f.Trace)
+		if err != nil {
+			return UsageError{fmt.Errorf("--client-trace: %w", err)}
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return fmt.Errorf("--client-trace: %w", err)
+		}
+		defer trace.Stop()
 	}
 	res, err := perf.Run(ctx, cfg, d)
 	if res != nil && (err == nil || res.Publish != nil || res.Consume != nil) {
