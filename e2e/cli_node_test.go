@@ -37,6 +37,10 @@ func testCLINode(t *testing.T, bin string) {
 	tr.do(cl, step{args: []string{"consume", "orders", "--protocol", "kafka", "--group", "audit", "-n", "4", "--idle", "20s", "--values"}, sort: true})
 	tr.note("the group committed what it printed: nothing is left for it")
 	tr.do(cl, step{args: []string{"consume", "orders", "--protocol", "kafka", "--group", "audit", "-n", "1", "--idle", "3s"}, want: 1})
+	tr.note("produce and consume over Pulsar's WebSocket API, the default protocol")
+	tr.do(cl, step{args: []string{"produce", "events", "--key-separator", ":", "--property", "via=ws"},
+		stdin: "a:one\nb:two\n"})
+	tr.do(cl, step{args: []string{"consume", "events", "--from", "earliest", "-n", "2", "--idle", "20s"}})
 	tr.do(cl, step{args: []string{"topics", "list", "--namespace", "public/default"}})
 
 	tr.note("namespaces")

@@ -8,21 +8,17 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/coder/websocket/wsjson"
+	"github.com/ternmq/tern/internal/wsclient"
 	"github.com/ternmq/tern/protocols"
 	"github.com/ternmq/tern/protocols/pulsar"
 )
@@ -108,17 +104,7 @@ func idOffset(s string) (partition int, offset int64, err error) {
 }
 
 type wsProducer struct {
-	c *websocket.Conn
-	// slots bounds the messages in flight; pending holds their callbacks in send order.
-	slots   chan struct{}
-	mu      sync.Mutex
-	pending map[string]func(produced, error)
-	next    int64
-	// inflight counts sends without a result, for Flush.
-	inflight sync.WaitGroup
-	// done is closed when the ack reader ends; err says why.
-	done chan struct{}
-	err  error
+	p *wsclient.Producer
 }
 
 func newWSProducer(ctx context.Context, o clientOptions) (producer, error) {
@@ -130,120 +116,48 @@ func newWSProducer(ctx context.Context, o clientOptions) (producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &wsProducer{c: c, slots: make(chan struct{}, wsWindow), pending: map[string]func(produced, error){}, done: make(chan struct{})}
-	go p.readAcks()
-	return p, nil
+	return &wsProducer{p: wsclient.NewProducer(c, wsWindow)}, nil
 }
 
-type wsAck struct {
-	Result    string `json:"result"`
-	ErrorMsg  string `json:"errorMsg"`
-	MessageID string `json:"messageId"`
-	Context   string `json:"context"`
-}
-
-// readAcks owns the read side: it matches acks to pending sends by context.
-func (p *wsProducer) readAcks() {
-	defer close(p.done)
-	for {
-		var a wsAck
-		if err := wsjson.Read(context.Background(), p.c, &a); err != nil {
-			p.mu.Lock()
-			p.err = wsClosed(err)
-			for k, cb := range p.pending {
-				cb(produced{}, p.err)
-				delete(p.pending, k)
-			}
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Lock()
-		cb, ok := p.pending[a.Context]
-		delete(p.pending, a.Context)
-		p.mu.Unlock()
-		if !ok {
-			continue
-		}
-		<-p.slots
-		if a.Result != "ok" {
-			cb(produced{}, fmt.Errorf("the node refused the message: %s (%s)", plainMessage(a.ErrorMsg), a.Result))
-			continue
-		}
-		part, off, err := idOffset(a.MessageID)
-		if err != nil {
-			cb(produced{}, fmt.Errorf("the node answered a message id that does not decode: %w", err))
-			continue
-		}
-		cb(produced{Partition: part, Offset: off, MessageID: a.MessageID}, nil)
+// wsExplain words a session's error for a person.
+func wsExplain(err error) error {
+	var re *wsclient.RefusedError
+	if errors.As(err, &re) {
+		return fmt.Errorf("the node refused the message: %s (%s)", plainMessage(re.Msg), re.Result)
 	}
+	return wsClosed(err)
 }
 
 func (p *wsProducer) Send(ctx context.Context, m outMessage, done func(produced, error)) error {
-	select {
-	case p.slots <- struct{}{}:
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	p.mu.Lock()
-	if p.err != nil {
-		p.mu.Unlock()
-		<-p.slots
-		return p.err
-	}
-	p.next++
-	id := strconv.FormatInt(p.next, 10)
-	p.inflight.Add(1)
-	p.pending[id] = func(r produced, err error) {
-		defer p.inflight.Done()
-		done(r, err)
-	}
-	p.mu.Unlock()
-	msg := map[string]any{"payload": base64.StdEncoding.EncodeToString(m.Value), "context": id}
-	if m.Key != nil {
-		msg["key"] = *m.Key
-	}
-	if len(m.Properties) > 0 {
-		msg["properties"] = m.Properties
-	}
-	if err := wsjson.Write(ctx, p.c, msg); err != nil {
-		return wsClosed(err)
+	err := p.p.Send(ctx, wsclient.Message{Payload: m.Value, Key: m.Key, Properties: m.Properties}, func(id string, err error) {
+		if err != nil {
+			done(produced{}, wsExplain(err))
+			return
+		}
+		part, off, err := idOffset(id)
+		if err != nil {
+			done(produced{}, fmt.Errorf("the node answered a message id that does not decode: %w", err))
+			return
+		}
+		done(produced{Partition: part, Offset: off, MessageID: id}, nil)
+	})
+	if err != nil {
+		return wsExplain(err)
 	}
 	return nil
 }
 
 func (p *wsProducer) Flush(ctx context.Context) error {
-	idle := make(chan struct{})
-	go func() {
-		p.inflight.Wait()
-		close(idle)
-	}()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := p.p.Flush(ctx); err != nil {
+		return wsExplain(err)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
+	return nil
 }
 
-func (p *wsProducer) Close() error {
-	err := p.c.Close(websocket.StatusNormalClosure, "")
-	<-p.done
-	return ignoreClosed(err)
-}
-
-func ignoreClosed(err error) error {
-	if err == nil || errors.Is(err, net.ErrClosed) || websocket.CloseStatus(err) != -1 {
-		return nil
-	}
-	return err
-}
+func (p *wsProducer) Close() error { return p.p.Close() }
 
 type wsConsumer struct {
-	c *websocket.Conn
+	c *wsclient.Consumer
 }
 
 // newWSConsumer opens a consumer on a subscription (created at o.from when new) or, without
@@ -271,7 +185,7 @@ func newWSConsumer(ctx context.Context, o clientOptions) (consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wsConsumer{c: c}, nil
+	return &wsConsumer{c: wsclient.NewConsumer(c)}, nil
 }
 
 // createSubscription makes a new subscription start where asked (a WebSocket consumer's new
@@ -294,27 +208,17 @@ func createSubscription(ctx context.Context, o clientOptions) error {
 	return err
 }
 
-type wsPush struct {
-	MessageID       string            `json:"messageId"`
-	Payload         string            `json:"payload"`
-	Properties      map[string]string `json:"properties"`
-	PublishTime     string            `json:"publishTime"`
-	EventTime       string            `json:"eventTime"`
-	RedeliveryCount int               `json:"redeliveryCount"`
-	Key             *string           `json:"key"`
-}
-
 func (c *wsConsumer) Next(ctx context.Context) (inMessage, error) {
-	var m wsPush
-	if err := wsjson.Read(ctx, c.c, &m); err != nil {
+	m, err := c.c.Next(ctx)
+	if err != nil {
 		if ctx.Err() != nil {
 			return inMessage{}, ctx.Err()
 		}
 		return inMessage{}, wsClosed(err)
 	}
-	value, err := base64.StdEncoding.DecodeString(m.Payload)
+	value, err := m.Value(nil)
 	if err != nil {
-		return inMessage{}, fmt.Errorf("the node sent a payload that is not base64: %w", err)
+		return inMessage{}, err
 	}
 	part, off, err := idOffset(m.MessageID)
 	if err != nil {
@@ -330,12 +234,10 @@ func (c *wsConsumer) Next(ctx context.Context) (inMessage, error) {
 }
 
 func (c *wsConsumer) Ack(ctx context.Context, m inMessage) error {
-	if err := wsjson.Write(ctx, c.c, map[string]string{"messageId": m.MessageID}); err != nil {
+	if err := c.c.Ack(ctx, m.MessageID); err != nil {
 		return wsClosed(err)
 	}
 	return nil
 }
 
-func (c *wsConsumer) Close() error {
-	return ignoreClosed(c.c.Close(websocket.StatusNormalClosure, ""))
-}
+func (c *wsConsumer) Close() error { return c.c.Close() }
