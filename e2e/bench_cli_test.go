@@ -12,8 +12,8 @@ import (
 
 // TestBenchCommand runs `tern bench` briefly against a node: the table
 // with its percentile columns, the JSON with counts and the server's RSS
-// from /metrics, and the message naming the build command when Pulsar's
-// companion binary is missing.
+// from /metrics, the WebSocket driver, and the message naming the build
+// command when Pulsar's companion binary is missing.
 func TestBenchCommand(t *testing.T) {
 	bin := buildTern(t)
 	node := testcluster.Start(t).Node(0)
@@ -56,6 +56,17 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if res.Mode != "produce" || res.Publish.Messages <= 0 || res.Publish.Rate <= 0 || res.Publish.Latency.P99 <= 0 || res.Server.RSS <= 0 || len(res.LoadStart) != 3 {
 		t.Errorf("JSON result %+v from\n%s", res, raw)
+	}
+
+	// The WebSocket load generator is built into tern.
+	out, err = exec.Command(bin, append([]string{"bench", "produce", "--protocol", "websocket", "--ws-url", "ws://" + node.Config.Listeners.HTTP}, common...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench produce --protocol websocket: %v\n%s", err, out)
+	}
+	for _, want := range []string{"tern/websocket produce", "publish", "p99.9 ms", "server: RSS peak"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("websocket output lacks %q:\n%s", want, out)
+		}
 	}
 
 	cmd = exec.Command(bin, "bench", "produce", "--protocol", "pulsar")

@@ -1,12 +1,9 @@
 package pulsardriver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -74,20 +71,8 @@ func (d *Driver) topic(name string) string {
 // CreateTopic implements perf.Driver with the admin API's
 // PUT .../partitions; a conflict (it exists) is accepted.
 func (d *Driver) CreateTopic(ctx context.Context, topic string, partitions int) error {
-	u := fmt.Sprintf("%s/admin/v2/persistent/%s/%s/partitions", d.cfg.AdminURL, d.cfg.Namespace, topic)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(fmt.Appendf(nil, "%d", partitions)))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusConflict {
-		return fmt.Errorf("pulsardriver: PUT %s: HTTP %d %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
+	if err := perf.CreatePulsarTopic(ctx, d.cfg.AdminURL, d.cfg.Namespace, topic, partitions); err != nil {
+		return fmt.Errorf("pulsardriver: %w", err)
 	}
 	return nil
 }

@@ -268,7 +268,7 @@ func (r *run) consumers(ctx context.Context, handle func([]byte)) ([]Consumer, e
 	for i := range r.cfg.Consumers {
 		c, err := r.d.NewConsumer(ctx, r.cfg.Topic, r.cfg.Partitions, i, r.cfg.Consumers, handle)
 		if err != nil {
-			closeAll(cs)
+			_ = closeAll(cs)
 			return nil, fmt.Errorf("perf: new consumer: %w", err)
 		}
 		cs = append(cs, c)
@@ -276,10 +276,13 @@ func (r *run) consumers(ctx context.Context, handle func([]byte)) ([]Consumer, e
 	return cs, nil
 }
 
-func closeAll(cs []Consumer) {
+// closeAll closes the consumers and reports how any of them failed.
+func closeAll(cs []Consumer) error {
+	var errs []error
 	for _, c := range cs {
-		_ = c.Close()
+		errs = append(errs, c.Close())
 	}
+	return errors.Join(errs...)
 }
 
 // window runs the warm-up, then the measured window, and returns when the
@@ -403,9 +406,9 @@ func (r *run) runConsume(ctx context.Context) error {
 	}
 	werr := r.window(ctx, drained, warm)
 	r.stopped.Store(true)
-	closeAll(cs)
+	cerr := closeAll(cs)
 	r.res.Consume = r.figures(r.con, false)
-	return firstOf(werr, r.measured(r.res.Consume))
+	return firstOf(werr, cerr, r.measured(r.res.Consume))
 }
 
 func (r *run) runE2E(ctx context.Context) error {
@@ -419,7 +422,12 @@ func (r *run) runE2E(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer closeAll(cs)
+	closed := false
+	defer func() {
+		if !closed {
+			_ = closeAll(cs)
+		}
+	}()
 	stop, ready := make(chan struct{}), make(chan struct{})
 	errc := make(chan error, 1)
 	go func() { errc <- r.producers(ctx, stop, -1, ready) }()
@@ -438,13 +446,15 @@ func (r *run) runE2E(ctx context.Context) error {
 	}
 	tick.Stop()
 	r.stopped.Store(true)
+	closed = true
+	cerr := closeAll(cs)
 	r.res.Publish = r.figures(r.pub, true)
 	r.res.Consume = r.figures(r.con, true)
 	var lag error
 	if got, want := r.con.total.Load(), r.pub.total.Load(); got < want {
 		lag = fmt.Errorf("perf: consumers received %d of %d acknowledged messages within --drain-timeout %v", got, want, r.cfg.DrainTimeout)
 	}
-	return firstOf(werr, perr, lag, r.measured(r.res.Publish), r.measured(r.res.Consume))
+	return firstOf(werr, perr, cerr, lag, r.measured(r.res.Publish), r.measured(r.res.Consume))
 }
 
 func (r *run) measured(f *Figures) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/ternmq/tern/bench/pulsardriver"
 	"github.com/ternmq/tern/internal/perf"
 	"github.com/ternmq/tern/internal/perf/kafkadriver"
+	"github.com/ternmq/tern/internal/perf/wsdriver"
 	"github.com/ternmq/tern/internal/perf/perfcli"
 )
 
@@ -34,8 +35,9 @@ func run(args []string) int {
 			"kafka":     kafkaDriver,
 			"pulsar":    pulsarDriver,
 			"jetstream": func(f *perfcli.Flags) (perf.Driver, error) { return jsdriver.New(f.NATSURL) },
+			"websocket": wsDriver,
 		},
-		Protocols:       []string{"kafka", "pulsar", "jetstream"},
+		Protocols:       []string{"kafka", "pulsar", "websocket", "jetstream"},
 		DefaultAdminURL: adminURL,
 	})...)
 	root.AddCommand(compareCmd(), peerCmd())
@@ -77,6 +79,14 @@ func pulsarDriver(f *perfcli.Flags) (perf.Driver, error) {
 		u = "http://" + u
 	}
 	return pulsardriver.New(pulsardriver.Config{URL: f.PulsarURL, AdminURL: u, Linger: f.Linger})
+}
+
+func wsDriver(f *perfcli.Flags) (perf.Driver, error) {
+	u := f.AdminURL
+	if u != "" && !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	return wsdriver.New(wsdriver.Config{URL: f.WebSocketURL, AdminURL: u})
 }
 
 func compareCmd() *cobra.Command {
