@@ -17,8 +17,8 @@ import (
 	"github.com/ternmq/tern/bench/pulsardriver"
 	"github.com/ternmq/tern/internal/perf"
 	"github.com/ternmq/tern/internal/perf/kafkadriver"
-	"github.com/ternmq/tern/internal/perf/wsdriver"
 	"github.com/ternmq/tern/internal/perf/perfcli"
+	"github.com/ternmq/tern/internal/perf/wsdriver"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
