@@ -393,7 +393,7 @@ func (cs *consumerSession) handle(ss *session, b []byte) {
 	var cmd consumerCommand
 	if err := json.Unmarshal(b, &cmd); err != nil {
 		cs.s.m.badInput.Add(1)
-		ss.fail(CloseFailedToDeserializeFromJSON, jsonError(err))
+		ss.fail(CloseFailedToDeserializeFromJSON, jsonError(b, err))
 		return
 	}
 	switch {

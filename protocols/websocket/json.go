@@ -127,12 +127,8 @@ type message struct {
 // read, and a message saying what to change.
 func decodeProducerMessage(b []byte, maxPayload int, now time.Time) (message, CloseCode, error) {
 	var pm producerMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&pm); err != nil {
-		return message{}, CloseFailedToDeserializeFromJSON, fmt.Errorf("not a producer message: %v", jsonError(err))
-	}
-	if dec.More() {
-		return message{}, CloseFailedToDeserializeFromJSON, errors.New("not a producer message: data after the JSON object; send one message per WebSocket message")
+	if err := json.Unmarshal(b, &pm); err != nil {
+		return message{}, CloseFailedToDeserializeFromJSON, fmt.Errorf("not a producer message: %v", jsonError(b, err))
 	}
 	var m message
 	if pm.Context != nil {
@@ -197,10 +193,16 @@ func decodeBase64(s string) ([]byte, error) {
 }
 
 // jsonError rephrases a decoding error without Go type names.
-func jsonError(err error) string {
+func jsonError(b []byte, err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case len(bytes.TrimSpace(b)) == 0:
+		return "invalid JSON: empty message"
+	case errors.As(err, &se) && strings.HasSuffix(se.Error(), "after top-level value"):
+		return "data after the JSON object; send one message per WebSocket message"
+	case errors.As(err, &se) && se.Error() == "unexpected end of JSON input":
+		return "invalid JSON: the message ends inside a value"
 	case errors.As(err, &se):
 		return "invalid JSON at byte " + strconv.FormatInt(se.Offset, 10) + ": " + se.Error()
 	case errors.As(err, &te):

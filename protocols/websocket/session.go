@@ -1,6 +1,7 @@
 package websocket
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,9 @@ type session struct {
 	}
 	// wake is signalled when frames are queued or the endpoint has work.
 	wake chan struct{}
+
+	// rbuf holds the message read last; read reuses it.
+	rbuf bytes.Buffer
 
 	closing   atomic.Bool
 	closeOnce sync.Once
@@ -128,18 +132,20 @@ func (ss *session) flush() error {
 // errSessionClosed ends a read after the session closed itself.
 var errSessionClosed = errors.New("websocket: session closed")
 
-// read returns the next client message. Binary messages and messages
-// over the frame limit close the session with the standard codes (1003,
-// 1009) and a reason saying what to change.
+// read returns the next client message, valid until the next read (its
+// buffer is reused). Binary messages and messages over the frame limit
+// close the session with the standard codes (1003, 1009) and a reason
+// saying what to change.
 func (ss *session) read() ([]byte, error) {
 	typ, r, err := ss.c.Reader(ss.ctx)
 	if err != nil {
 		return nil, err
 	}
-	b, err := io.ReadAll(io.LimitReader(r, int64(ss.limit)+1))
-	if err != nil {
+	ss.rbuf.Reset()
+	if _, err := ss.rbuf.ReadFrom(io.LimitReader(r, int64(ss.limit)+1)); err != nil {
 		return nil, err
 	}
+	b := ss.rbuf.Bytes()
 	if len(b) > ss.limit {
 		ss.s.m.badInput.Add(1)
 		ss.closeWith(websocket.StatusMessageTooBig, fmt.Sprintf("message over the limit of %d bytes; send smaller messages", ss.limit))

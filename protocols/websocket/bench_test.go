@@ -1,0 +1,35 @@
+package websocket
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// BenchmarkDecodeProducerMessage decodes what a producer sends for a
+// 1 KiB message with a context and a property: the JSON and base64 cost
+// the node pays per WebSocket message. MB/s counts payload bytes.
+func BenchmarkDecodeProducerMessage(b *testing.B) {
+	payload := make([]byte, 1024)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	raw, err := json.Marshal(map[string]any{
+		"payload":    base64.StdEncoding.EncodeToString(payload),
+		"context":    "123456",
+		"properties": map[string]string{"app": "bench"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		m, code, err := decodeProducerMessage(raw, 1<<20, now)
+		if err != nil || code != 0 || len(m.payload) != len(payload) {
+			b.Fatal(code, err)
+		}
+	}
+}
