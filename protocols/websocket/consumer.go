@@ -391,7 +391,7 @@ func (cs *consumerSession) run(ss *session) {
 // handle runs one client command.
 func (cs *consumerSession) handle(ss *session, b []byte) {
 	var cmd consumerCommand
-	if err := json.Unmarshal(b, &cmd); err != nil {
+	if err := unmarshal(b, &cmd); err != nil {
 		cs.s.m.badInput.Add(1)
 		ss.fail(CloseFailedToDeserializeFromJSON, jsonError(b, err))
 		return
