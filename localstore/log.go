@@ -512,7 +512,52 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		metas []Entry
 		read  int   // bytes of entries read
 		keep  = buf // the largest buffer used, returned for reuse
+		run   segRun
 	)
+	// room makes room for need more bytes at the end of buf. A new chunk
+	// leaves the entries read so far where they are, so nothing is
+	// copied; each chunk is at least twice the last need and what the
+	// read has taken so far, so a read of many entries takes few chunks,
+	// while a tailing read of one or two entries allocates little more
+	// than it reads.
+	room := func(need int) {
+		if cap(buf)-len(buf) < need {
+			buf = make([]byte, 0, max(need, min(maxBytes-read, readBufSize, 2*max(need, read))))
+			if cap(buf) > cap(keep) {
+				keep = buf
+			}
+		}
+	}
+	// flush reads the pending run of segment records in one read and
+	// adds their entries.
+	flush := func() error {
+		if len(run.items) == 0 {
+			return nil
+		}
+		room(int(run.end - run.off))
+		var at int
+		var err error
+		if buf, at, err = s.segs.readSpan(run.seg, run.off, run.end-run.off, buf); err != nil {
+			return fmt.Errorf("partition %d offset %d: %w", pid, run.items[0].base, err)
+		}
+		for _, r := range run.items {
+			rec := buf[at+int(r.ptr.Off-run.off):]
+			if err := checkRecord(rec, r.ptr); err != nil {
+				return fmt.Errorf("partition %d offset %d: %w", pid, r.base, err)
+			}
+			entry := rec[segRecordHeader : segRecordHeader+int(r.ptr.Len) : segRecordHeader+int(r.ptr.Len)]
+			cnt, _, err := entryHeader(entry)
+			if err != nil {
+				return fmt.Errorf("partition %d offset %d: %w", pid, r.base, err)
+			}
+			if r.base+cnt <= from {
+				continue // the entry before the one holding from
+			}
+			metas = append(metas, Entry{BaseOffset: r.base, Count: cnt, Value: entry})
+		}
+		run.items = run.items[:0]
+		return nil
+	}
 	for ; ok; ok = it.Next() {
 		if _, _, part := decodeEntryPartKey(it.Key()); part {
 			continue // a part of an entry skipped below
@@ -525,63 +570,66 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		if err != nil {
 			return nil, keep, err
 		}
-		// An entry in a segment is read with its record header, which
-		// stays in the buffer before it; its offsets are known once read.
-		ptr, inSegment := decodeSegPointer(v)
-		var (
-			cnt        int64
-			size, need int
-		)
-		if inSegment {
-			size = int(ptr.Len)
-			need = segRecordHeader + size
-		} else {
-			if cnt, size, err = entryHeader(v); err != nil {
-				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+		if ptr, inSegment := decodeSegPointer(v); inSegment {
+			// Records of entries written one after another are read
+			// together: one read for a run instead of one per entry.
+			size := int(ptr.Len)
+			if len(metas)+len(run.items) > 0 && read+size > maxBytes {
+				break
 			}
-			if len(v) < size && len(v) != entryPartSize {
-				// Only an entry split into parts is shorter than its
-				// header says, and its first part is always
-				// entryPartSize bytes.
-				return nil, keep, fmt.Errorf("partition %d offset %d: %w: the batch header gives %d bytes, the stored entry holds %d", pid, base, ErrCorrupt, size, len(v))
+			// A run that fits what is left of the buffer is read before
+			// it outgrows it, so the caller's buffer fills first.
+			left, have := cap(buf)-len(buf), int(run.end-run.off)
+			if !run.extends(ptr) || have <= left && have+segRecordHeader+size > left {
+				if err := flush(); err != nil {
+					return nil, keep, err
+				}
+				run.seg, run.off, run.end = ptr.Seg, ptr.Off, ptr.Off
 			}
-			if base+cnt <= from {
-				continue // the entry before the one holding from
+			run.items = append(run.items, runItem{base: base, ptr: ptr})
+			run.end += segRecordHeader + ptr.Len
+			if base < from {
+				// Only the first entry can start before from, and it
+				// may be the one before the entry holding from: read it
+				// now, so the entries counted are the ones returned.
+				if err := flush(); err != nil {
+					return nil, keep, err
+				}
+				if len(metas) == 0 {
+					continue
+				}
 			}
-			need = size
+			read += size
+			if read >= maxBytes {
+				break
+			}
+			continue
+		}
+		if err := flush(); err != nil {
+			return nil, keep, err
+		}
+		cnt, size, err := entryHeader(v)
+		if err != nil {
+			return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+		}
+		if len(v) < size && len(v) != entryPartSize {
+			// Only an entry split into parts is shorter than its
+			// header says, and its first part is always
+			// entryPartSize bytes.
+			return nil, keep, fmt.Errorf("partition %d offset %d: %w: the batch header gives %d bytes, the stored entry holds %d", pid, base, ErrCorrupt, size, len(v))
+		}
+		if base+cnt <= from {
+			continue // the entry before the one holding from
 		}
 		if len(metas) > 0 && read+size > maxBytes {
 			break
 		}
-		if cap(buf)-len(buf) < need {
-			// A new chunk. Entries read so far keep theirs, so nothing
-			// is copied; each chunk is at least twice the last entry and
-			// what the read has taken so far, so a read of many entries
-			// takes few chunks, while a tailing read of one or two
-			// entries allocates little more than it reads.
-			buf = make([]byte, 0, max(need, min(maxBytes-read, readBufSize, 2*max(need, read))))
-			if cap(buf) > cap(keep) {
-				keep = buf
-			}
-		}
-		mark, at := len(buf), len(buf)
-		if inSegment {
-			if buf, at, err = s.segs.read(ptr, buf); err != nil {
+		room(size)
+		at := len(buf)
+		buf = append(buf, v...)
+		if len(v) < size {
+			if buf, err = appendParts(it, base, buf, at, size); err != nil {
 				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
-			}
-			if cnt, _, err = entryHeader(buf[at:]); err != nil {
-				return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
-			}
-			if base+cnt <= from {
-				buf = buf[:mark] // the entry before the one holding from
-				continue
-			}
-		} else {
-			buf = append(buf, v...)
-			if len(v) < size {
-				if buf, err = appendParts(it, base, buf, at, size); err != nil {
-					return nil, keep, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
-				}
 			}
 		}
 		metas = append(metas, Entry{BaseOffset: base, Count: cnt, Value: buf[at:len(buf):len(buf)]})
@@ -590,10 +638,32 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 			break
 		}
 	}
+	if err := flush(); err != nil {
+		return nil, keep, err
+	}
 	if err := it.Error(); err != nil {
 		return nil, keep, err
 	}
 	return metas, keep[:0], nil
+}
+
+// segRun is a run of segment records written one after another, which a
+// read takes in one read.
+type segRun struct {
+	seg, off, end uint32
+	items         []runItem
+}
+
+// runItem is one entry of a run: its base offset and its record.
+type runItem struct {
+	base int64
+	ptr  segPointer
+}
+
+// extends says whether p's record directly follows the run's last one
+// (false for an empty run).
+func (r *segRun) extends(p segPointer) bool {
+	return len(r.items) > 0 && p.Seg == r.seg && p.Off == r.end
 }
 
 // readBufSize bounds a buffer a read allocates before it knows how much it

@@ -109,6 +109,9 @@ type segFile struct {
 
 // segments is the set of segment files.
 type segments struct {
+	// spanReads counts the reads of segment files, for tests.
+	spanReads atomic.Int64
+
 	fs   vfs.FS
 	dir  string
 	size int64 // a segment is closed once a record would take it past this
@@ -524,22 +527,43 @@ func (sg *segments) dropOld() {
 // buf and where in it the entry starts (the record's header stays in buf
 // before it, so one read fills both without moving the entry).
 func (sg *segments) read(p segPointer, buf []byte) ([]byte, int, error) {
-	sg.rmu.RLock()
-	defer sg.rmu.RUnlock()
-	f := sg.files[p.Seg]
-	if f == nil {
-		return buf, 0, fmt.Errorf("%w: segment %d of an entry is missing", ErrCorrupt, p.Seg)
+	buf, at, err := sg.readSpan(p.Seg, p.Off, segRecordHeader+p.Len, buf)
+	if err != nil {
+		return buf, 0, err
 	}
-	at := len(buf)
-	buf = slices.Grow(buf, segRecordHeader+int(p.Len))[:at+segRecordHeader+int(p.Len)]
-	if _, err := f.f.ReadAt(buf[at:], int64(p.Off)); err != nil {
-		return buf[:at], 0, fmt.Errorf("%w: segment %d offset %d: %v", ErrCorrupt, p.Seg, p.Off, err)
-	}
-	entry := buf[at+segRecordHeader:]
-	if binary.BigEndian.Uint32(buf[at:]) != p.Len || crc32.Checksum(entry, castagnoli) != binary.BigEndian.Uint32(buf[at+4:]) {
-		return buf[:at], 0, fmt.Errorf("%w: segment %d offset %d does not hold the %d-byte entry its pointer gives", ErrCorrupt, p.Seg, p.Off, p.Len)
+	if err := checkRecord(buf[at:], p); err != nil {
+		return buf[:at], 0, err
 	}
 	return buf, at + segRecordHeader, nil
+}
+
+// readSpan appends n bytes of segment seg from off to buf in one read and
+// returns where they start: the records of a run of entries written one
+// after another.
+func (sg *segments) readSpan(seg, off, n uint32, buf []byte) ([]byte, int, error) {
+	sg.rmu.RLock()
+	defer sg.rmu.RUnlock()
+	sg.spanReads.Add(1)
+	f := sg.files[seg]
+	if f == nil {
+		return buf, 0, fmt.Errorf("%w: segment %d of an entry is missing", ErrCorrupt, seg)
+	}
+	at := len(buf)
+	buf = slices.Grow(buf, int(n))[:at+int(n)]
+	if _, err := f.f.ReadAt(buf[at:], int64(off)); err != nil {
+		return buf[:at], 0, fmt.Errorf("%w: segment %d offset %d: %v", ErrCorrupt, seg, off, err)
+	}
+	return buf, at, nil
+}
+
+// checkRecord verifies that rec, read where p points, is p's record: its
+// header gives p's length and its entry's checksum.
+func checkRecord(rec []byte, p segPointer) error {
+	if len(rec) < segRecordHeader+int(p.Len) || binary.BigEndian.Uint32(rec) != p.Len ||
+		crc32.Checksum(rec[segRecordHeader:segRecordHeader+int(p.Len)], castagnoli) != binary.BigEndian.Uint32(rec[4:]) {
+		return fmt.Errorf("%w: segment %d offset %d does not hold the %d-byte entry its pointer gives", ErrCorrupt, p.Seg, p.Off, p.Len)
+	}
+	return nil
 }
 
 // lowestUncommitted is the lowest segment a record not yet committed may

@@ -521,3 +521,95 @@ func TestSegmentsAreWrittenInNumberOrder(t *testing.T) {
 		last = p.Seg
 	}
 }
+
+// TestReadTakesARunInOneRead: the records of entries written one after
+// another are read with one read of the segment, while a read of entries
+// whose records another partition's interleave takes one per entry; both
+// return every entry intact, also from inside the first entry, and a
+// damaged record in a run reads as ErrCorrupt.
+func TestReadTakesARunInOneRead(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Config{Dir: dir})
+	tm, err := s.CreateTopic("runs", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := tm.PIDs[0], tm.PIDs[1]
+	var wantA, wantB [][]byte
+	for i := range 50 {
+		wantA = append(wantA, appendStamped(t, s, pa, makeEntry(t, fmt.Sprint("a", i), 2, 300, 1000), DurabilitySync))
+	}
+	for i := range 20 {
+		wantA = append(wantA, appendStamped(t, s, pa, makeEntry(t, fmt.Sprint("a", 50+i), 2, 300, 1000), DurabilitySync))
+		wantB = append(wantB, appendStamped(t, s, pb, makeEntry(t, fmt.Sprint("b", i), 2, 300, 1000), DurabilitySync))
+	}
+	read := func(pid PartitionID, from int64, max int) ([]Entry, int64) {
+		t.Helper()
+		before := s.segs.spanReads.Load()
+		es, _, err := s.ReadInto(pid, from, max, make([]byte, 0, 1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return es, s.segs.spanReads.Load() - before
+	}
+	check := func(es []Entry, want [][]byte) {
+		t.Helper()
+		if len(es) != len(want) {
+			t.Fatalf("read %d entries, want %d", len(es), len(want))
+		}
+		for i := range es {
+			if !bytes.Equal(es[i].Value, want[i]) {
+				t.Fatalf("entry %d differs", i)
+			}
+		}
+	}
+	// a's first 51 records are one run (b's first comes after a's 51st);
+	// the 19 after it alternate with b's.
+	es, n := read(pa, 0, 1<<20)
+	check(es, wantA)
+	if n != 1+19 {
+		t.Errorf("read of 70 entries, 51 of them in a row: %d reads of the segment, want 20", n)
+	}
+	es, n = read(pb, 0, 1<<20)
+	check(es, wantB)
+	if n != 20 {
+		t.Errorf("read of 20 interleaved entries: %d reads, want 20", n)
+	}
+	// From inside the first entry (offset 1 of its 2): it comes first,
+	// read alone to see where it ends, then the rest of the run at once.
+	es, n = read(pa, 1, 1<<20)
+	check(es, wantA)
+	if n != 1+1+19 {
+		t.Errorf("read from inside the first entry: %d reads, want 21", n)
+	}
+	// From the second entry on: the first is not returned.
+	es, _ = read(pa, 2, 1<<20)
+	check(es, wantA[1:])
+	// A limit stops the run where it would pass it, after one entry at least.
+	es, n = read(pa, 0, 1)
+	check(es, wantA[:1])
+	if n != 1 {
+		t.Errorf("read of one entry: %d reads", n)
+	}
+	es, _ = read(pa, 0, 3*len(wantA[0])+1)
+	check(es, wantA[:3])
+
+	// Damage the 30th record of the run: the read fails as corrupt.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := segmentFiles(t, dir)
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := 29*(segRecordHeader+len(wantA[0])) + segRecordHeader + len(wantA[0])/2
+	b[at] ^= 0x40
+	if err := os.WriteFile(files[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Config{Dir: dir})
+	if es, err := s.Read(pa, 0, 1<<20); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of a run with a damaged record: %d entries, %v; want ErrCorrupt", len(es), err)
+	}
+}
