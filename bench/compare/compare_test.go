@@ -28,14 +28,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestCompareTiny compares tern, kfake and JetStream in a tiny run of
-// every workload and checks the tables and the ratios are printed.
+// TestCompareTiny compares tern (over Kafka and over WebSocket), kfake
+// and JetStream in a tiny run of every workload and checks the tables and
+// the ratios are printed.
 func TestCompareTiny(t *testing.T) {
 	cfg := tinyConfig(t)
-	cfg.Systems = []string{"tern/kafka", "kfake", "jetstream"}
+	cfg.Systems = []string{"tern/kafka", "tern/websocket", "kfake", "jetstream"}
 	cfg.Workload.Backlog = 2000
 	rep := runTiny(t, cfg)
-	if got, want := len(rep.Runs), 3*3; got != want {
+	if got, want := len(rep.Runs), 4*3; got != want {
 		t.Fatalf("%d runs, want %d", got, want)
 	}
 	for _, r := range rep.Runs {
@@ -53,7 +54,7 @@ func TestCompareTiny(t *testing.T) {
 	if err := rep.WriteTables(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "kfake", "jetstream", "load average"} {
+	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
 		}

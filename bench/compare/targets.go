@@ -10,6 +10,7 @@ import (
 	"github.com/ternmq/tern/bench/pulsardriver"
 	"github.com/ternmq/tern/internal/perf"
 	"github.com/ternmq/tern/internal/perf/kafkadriver"
+	"github.com/ternmq/tern/internal/perf/wsdriver"
 )
 
 // target is one system under test: a server and the client driving it.
@@ -28,7 +29,7 @@ type target struct {
 
 // Targets are the systems compare knows, by name. Any of them may be given
 // as NAME@BINARY to run its server with another tern-bench binary.
-var Targets = []string{"tern/kafka", "tern/pulsar", "tern-async/kafka", "kfake", "jetstream", "jetstream-fsync"}
+var Targets = []string{"tern/kafka", "tern/pulsar", "tern/websocket", "tern-async/kafka", "kfake", "jetstream", "jetstream-fsync"}
 
 // DefaultTargets are those compared without --systems.
 var DefaultTargets = []string{"tern/kafka", "kfake", "jetstream", "jetstream-fsync"}
@@ -69,6 +70,12 @@ func lookupKnown(name string) (target, error) {
 				return pulsardriver.New(pulsardriver.Config{URL: a.Pulsar, AdminURL: a.HTTP, Linger: linger})
 			},
 			note: "tern/pulsar: sync durability; Apache Pulsar Go client, batches of up to 1000 messages and 128 KiB (the client's defaults)"}, nil
+	case "tern/websocket":
+		return target{name: name, peerArgs: []string{peer.Tern, "--durability", "sync"},
+			driver: func(a peer.Addrs, _ time.Duration) (perf.Driver, error) {
+				return wsdriver.New(wsdriver.Config{URL: "ws" + strings.TrimPrefix(a.HTTP, "http"), AdminURL: a.HTTP})
+			},
+			note: "tern/websocket: sync durability; Pulsar's WebSocket API (JSON, payloads in base64, one answer per message), 1000 messages in flight per producer, every message acknowledged"}, nil
 	case "kfake":
 		return target{name: name, peerArgs: []string{peer.Kfake}, driver: kafka,
 			note: "kfake: franz-go's in-memory Kafka (no disk at all); same kgo client and settings"}, nil
