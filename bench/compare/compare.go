@@ -53,6 +53,13 @@ type Config struct {
 	// Dir at the first system's e2e byte rate: the floor the disk sets
 	// under a durable e2e latency, measured in the same run.
 	Disk bool
+	// Settle is a pause before each latency measurement (every e2e run
+	// and the disk probe's patterns), after the previous run's files were
+	// removed: on a disk that discards freed blocks, new blocks written
+	// within seconds of a removal of gigabytes can take ten or more times
+	// as long to make durable, which would charge one system's cleanup to
+	// the next system's latency. DefaultConfig's is 15s; 0: none.
+	Settle time.Duration
 }
 
 // DefaultConfig is three rounds of produce, consume and e2e against
@@ -66,6 +73,7 @@ func DefaultConfig() Config {
 		Rounds:   3,
 		Workload: w,
 		Linger:   time.Millisecond,
+		Settle:   15 * time.Second,
 	}
 }
 
@@ -184,6 +192,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				if cfg.Progress != nil {
 					fmt.Fprintf(cfg.Progress, "== %s round %d/%d: %s\n", m, r+1, cfg.Rounds, t.name)
 				}
+				if m == perf.ModeE2E {
+					if err := settle(ctx, cfg); err != nil {
+						return rep, err
+					}
+				}
 				res, err := runOne(ctx, cfg, t, w, r+1)
 				if err != nil {
 					return rep, fmt.Errorf("compare: %s %s round %d: %w", t.name, m, r+1, err)
@@ -212,9 +225,13 @@ func runDisk(ctx context.Context, cfg Config, rep *Report) error {
 	d.Dir = cfg.Dir
 	d.Rate = max(int64(rs[0].Rate)*int64(cfg.Workload.MessageSize), 1<<20)
 	d.Warmup, d.Duration = cfg.Workload.Warmup, cfg.Workload.Duration
+	d.Settle = max(cfg.Settle, 0)
 	d.Progress = cfg.Progress
 	if cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "== disk probe at %s's e2e rate, %.1f MB/s\n", cfg.Systems[0], float64(d.Rate)/1e6)
+	}
+	if err := settle(ctx, cfg); err != nil {
+		return err
 	}
 	res, err := perf.RunDisk(ctx, d)
 	if err != nil {
@@ -222,6 +239,18 @@ func runDisk(ctx context.Context, cfg Config, rep *Report) error {
 	}
 	rep.Disk, rep.DiskSystem = res, cfg.Systems[0]
 	return nil
+}
+
+// settle waits cfg.Settle for the disk to finish with the files the runs
+// before removed.
+func settle(ctx context.Context, cfg Config) error {
+	if cfg.Settle <= 0 {
+		return nil
+	}
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "settling %v: the disk finishes with the files removed before\n", cfg.Settle)
+	}
+	return perf.Sleep(ctx, cfg.Settle)
 }
 
 // runOne starts a fresh server for t, runs w against it and stops it.

@@ -118,6 +118,7 @@ func tinyConfig(t *testing.T) Config {
 	cfg.Workload.Warmup = 0
 	cfg.Workload.Duration = 500 * time.Millisecond
 	cfg.Workload.MessageSize = 256
+	cfg.Settle = 0
 	return cfg
 }
 

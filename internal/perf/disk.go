@@ -25,10 +25,11 @@ const (
 	// that reuses its old files does (pebble recycles its WAL files so).
 	// The disk then only has the data to write at each fdatasync.
 	DiskLog DiskPattern = "log"
-	// DiskAllocated appends to a new file whose whole size was allocated
-	// first (fallocate), as tern's segments are: there is no size to
-	// commit, but each fdatasync marks the blocks it covers written (a
-	// journal commit on ext4).
+	// DiskAllocated appends to new files of DiskConfig.SegmentFile bytes,
+	// each allocated whole (fallocate) and made durable one ahead of the
+	// writer, as tern's segments are: there is no size to commit, but each
+	// fdatasync marks the blocks it covers written (a journal commit on
+	// ext4).
 	DiskAllocated DiskPattern = "allocated"
 	// DiskGrowing appends to a new file, which grows with every append:
 	// each fdatasync also commits the file's new size and blocks.
@@ -68,6 +69,15 @@ type DiskConfig struct {
 	// FlushChunk is how often the second writer starts writing out what
 	// it wrote (pebble's BytesPerSync).
 	FlushChunk int64
+	// SegmentFile is the size of DiskAllocated's files (tern's
+	// storage.segment_size).
+	SegmentFile int64
+	// Settle is a pause between patterns, after one pattern's files are
+	// removed and before the next starts: on a disk that discards freed
+	// blocks, writes into new blocks just after a removal of gigabytes are
+	// made durable far more slowly for some seconds, which would charge
+	// one pattern's cleanup to the next.
+	Settle time.Duration
 	// Progress gets a line each second; nil discards them.
 	Progress io.Writer
 }
@@ -80,6 +90,7 @@ func DefaultDiskConfig() DiskConfig {
 		Dir: ".", Rate: 130 << 20, Record: 64 << 10,
 		Warmup: 2 * time.Second, Duration: 10 * time.Second,
 		Patterns: DiskPatterns, FlushFile: 64 << 20, FlushChunk: 512 << 10,
+		SegmentFile: 64 << 20, Settle: 15 * time.Second,
 	}
 }
 
@@ -110,6 +121,12 @@ func (c DiskConfig) Validate() error {
 	}
 	if c.FlushFile < max(1<<20, int64(c.Record)) || c.FlushChunk <= 0 || c.FlushChunk > c.FlushFile {
 		errs = append(errs, fmt.Errorf("disk probe: flush file %d B and chunk %d B: want a file of at least 1 MiB and one record, and a chunk within it", c.FlushFile, c.FlushChunk))
+	}
+	if c.Settle < 0 || c.Settle > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("disk probe: settle %v: want 0 to 10m", c.Settle))
+	}
+	if c.SegmentFile < max(1<<20, int64(c.Record)) {
+		errs = append(errs, fmt.Errorf("disk probe: segment file %d B: want at least 1 MiB and one record", c.SegmentFile))
 	}
 	return errors.Join(errs...)
 }
@@ -168,6 +185,8 @@ type DiskPatternResult struct {
 	Fdatasync Latency `json:"fdatasync"`
 	// FlushMBps is the second writer's rate in DiskLogFlush.
 	FlushMBps float64 `json:"flush_mb_s,omitempty"`
+	// Files is how many segment files DiskAllocated wrote into.
+	Files int `json:"files,omitempty"`
 }
 
 // RunDisk runs each pattern in turn and reports their measured windows.
@@ -191,7 +210,13 @@ func RunDisk(ctx context.Context, cfg DiskConfig) (*DiskResult, error) {
 	// them) is written over and over.
 	buf := make([]byte, max(cfg.Record, int(min(cfg.FlushChunk, 4<<20))))
 	_, _ = rand.Read(buf)
-	for _, p := range cfg.Patterns {
+	for i, p := range cfg.Patterns {
+		if i > 0 && cfg.Settle > 0 {
+			fmt.Fprintf(cfg.Progress, "settling %v: the disk finishes with the files %s removed\n", cfg.Settle, cfg.Patterns[i-1])
+			if err := Sleep(ctx, cfg.Settle); err != nil {
+				return res, err
+			}
+		}
 		pr, err := runDiskPattern(ctx, cfg, p, dir, buf)
 		if err != nil {
 			return res, fmt.Errorf("disk probe %s: %w", p, err)
@@ -226,6 +251,8 @@ type diskRun struct {
 		err     error
 	}
 	flush chan struct{} // a flush file's worth was appended
+	// segs, in DiskAllocated, are the segment files the log moves through.
+	segs *segFiles
 }
 
 func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir string, buf []byte) (*DiskPatternResult, error) {
@@ -240,24 +267,30 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 	r := &diskRun{cfg: cfg, buf: buf, flush: make(chan struct{}, 4)}
 	r.mu.cond = sync.NewCond(&r.mu.Mutex)
 	r.mu.commit, r.mu.fsync, r.mu.iCommit = newHist(), newHist(), newHist()
-	var err error
-	r.log, err = os.OpenFile(filepath.Join(dir, string(p)+".log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, err
+	if p == DiskAllocated {
+		r.segs = &segFiles{dir: dir, size: cfg.SegmentFile, spare: make(chan segMade, 1)}
+		defer r.segs.remove()
+		r.segs.makeSpare()
+		f, err := r.segs.next()
+		if err != nil {
+			return nil, fmt.Errorf("allocating a segment file: %w", err)
+		}
+		r.log = f
+	} else {
+		var err error
+		r.log, err = os.OpenFile(filepath.Join(dir, string(p)+".log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			_ = r.log.Close()
+			_ = os.Remove(r.log.Name())
+		}()
 	}
-	defer func() {
-		_ = r.log.Close()
-		_ = os.Remove(r.log.Name())
-	}()
-	switch p {
-	case DiskLog, DiskLogFlush:
+	if p == DiskLog || p == DiskLogFlush {
 		fmt.Fprintf(cfg.Progress, "preparing %s: writing the %d MiB file the log will reuse\n", p, total>>20)
 		if err := r.prepare(ctx, total); err != nil {
 			return nil, err
-		}
-	case DiskAllocated:
-		if err := allocateFile(r.log, total); err != nil {
-			return nil, fmt.Errorf("allocating the file: %w", err)
 		}
 	}
 	start := time.Now()
@@ -283,7 +316,12 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 		return nil, err
 	}
 	secs := cfg.Duration.Seconds()
+	files := 0
+	if r.segs != nil {
+		files = r.segs.n - 1 // the last made is the spare
+	}
 	return &DiskPatternResult{
+		Files:     files,
 		Pattern:   p,
 		MBps:      float64(r.mu.appends) * float64(cfg.Record) / secs / 1e6,
 		Appends:   r.mu.appends,
@@ -376,6 +414,16 @@ func (r *diskRun) writer() {
 		r.mu.due = nil
 		r.mu.Unlock()
 		n := int64(len(due)) * int64(r.cfg.Record)
+		if r.segs != nil && at > 0 && at+n > r.cfg.SegmentFile {
+			// On to the next segment file, made ahead, as tern moves
+			// on when a record does not fit.
+			f, err := r.segs.next()
+			if err != nil {
+				r.setErr(err)
+				return
+			}
+			r.log, at = f, 0
+		}
 		for left := n; left > 0; {
 			c := min(left, int64(len(r.buf)))
 			if _, err := r.log.WriteAt(r.buf[:c], at); err != nil {
@@ -413,6 +461,90 @@ func (r *diskRun) writer() {
 		}
 		r.mu.Unlock()
 	}
+}
+
+// Sleep waits d, or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// segFiles are DiskAllocated's files, each made (created, allocated
+// whole, made durable with its directory entry) in the background one
+// ahead of the writer, as tern makes its segments.
+type segFiles struct {
+	dir   string
+	size  int64
+	n     int
+	made  []*os.File
+	spare chan segMade
+}
+
+type segMade struct {
+	f   *os.File
+	err error
+}
+
+// makeSpare starts making the next file.
+func (s *segFiles) makeSpare() {
+	s.n++
+	name := filepath.Join(s.dir, fmt.Sprintf("allocated-%06d.seg", s.n))
+	go func() {
+		f, err := makeAllocated(name, s.size, s.dir)
+		s.spare <- segMade{f, err}
+	}()
+}
+
+// next waits for the spare and starts making the one after it.
+func (s *segFiles) next() (*os.File, error) {
+	m := <-s.spare
+	if m.err != nil {
+		return nil, m.err
+	}
+	s.made = append(s.made, m.f)
+	s.makeSpare()
+	return m.f, nil
+}
+
+// remove closes and removes every file made, the spare too.
+func (s *segFiles) remove() {
+	if m := <-s.spare; m.f != nil {
+		s.made = append(s.made, m.f)
+	}
+	for _, f := range s.made {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+	}
+}
+
+// makeAllocated creates name with size bytes allocated and makes the file
+// and its directory entry durable.
+func makeAllocated(name string, size int64, dir string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := allocateFile(f, size); err != nil {
+		_ = f.Close()
+		_ = os.Remove(name)
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		_ = os.Remove(name)
+		return nil, err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return f, nil
 }
 
 // flusher writes a FlushFile of bytes into a new file for each signal,
@@ -491,7 +623,7 @@ func (res *DiskResult) WriteTable(w io.Writer) error {
 		return err
 	}
 	_, err := fmt.Fprintln(w, "commit: from an append's due time to the end of the fdatasync that covers it. log: a file written in full before;\n"+
-		"allocated: a new file allocated whole first, as tern's segments are; growing: a new file;\n"+
+		"allocated: new segment-sized files, each allocated whole one ahead, as tern's segments are; growing: a new file;\n"+
 		"log+flush: log, plus every byte written again into new files as an LSM's flush does.")
 	return err
 }

@@ -19,6 +19,8 @@ func smallDiskConfig(t *testing.T) DiskConfig {
 	cfg.Duration = 1500 * time.Millisecond
 	cfg.FlushFile = 1 << 20
 	cfg.FlushChunk = 256 << 10
+	cfg.SegmentFile = 1 << 20
+	cfg.Settle = 0
 	return cfg
 }
 
@@ -55,6 +57,10 @@ func TestDiskProbeRunsEachPattern(t *testing.T) {
 		}
 		if mb := float64(want) * float64(cfg.Record) / cfg.Duration.Seconds() / 1e6; p.MBps < mb*0.95 || p.MBps > mb*1.05 {
 			t.Errorf("%s: %.2f MB/s, want about %.2f", p.Pattern, p.MBps, mb)
+		}
+		// 1 MiB segment files at 8 MiB/s for 1.8 s: about 14.
+		if (p.Pattern == DiskAllocated) != (p.Files >= 10) {
+			t.Errorf("%s: wrote into %d segment files", p.Pattern, p.Files)
 		}
 		// 1 MiB flush files at 8 MiB/s: about 12 in the window.
 		if flushes := p.FlushMBps * cfg.Duration.Seconds() * 1e6 / float64(cfg.FlushFile); (p.Pattern == DiskLogFlush) != (flushes >= 6) {
@@ -102,6 +108,8 @@ func TestDiskConfigErrorsSayWhatToChange(t *testing.T) {
 		{func(c *DiskConfig) { c.Dir = "" }, "no directory given"},
 		{func(c *DiskConfig) { c.FlushChunk = c.FlushFile + 1 }, "a chunk within it"},
 		{func(c *DiskConfig) { c.Record, c.FlushFile, c.FlushChunk = 4<<20, 2<<20, 1<<20 }, "at least 1 MiB and one record"},
+		{func(c *DiskConfig) { c.SegmentFile = 512 << 10 }, "segment file 524288 B: want at least 1 MiB"},
+		{func(c *DiskConfig) { c.Settle = -time.Second }, "settle -1s: want 0 to 10m"},
 	} {
 		cfg := DefaultDiskConfig()
 		tc.change(&cfg)

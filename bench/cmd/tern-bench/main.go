@@ -135,6 +135,7 @@ Systems: ` + strings.Join(compare.Targets, ", "),
 	fl.StringVar(&cfg.Dir, "dir", "", "where servers keep their data (default: the temp directory)")
 	fl.StringVar(&cfg.ProfileDir, "profile-dir", "", "write CPU and allocation profiles of every server run here")
 	fl.StringVar(&cfg.TernBinary, "tern", "", "a tern `binary` whose serve runs tern's systems, so the product itself is measured, not the server built into tern-bench")
+	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause before each e2e run and disk pattern, so the disk finishes with the files the runs before removed (0: none)")
 	fl.BoolVar(&cfg.Disk, "disk", false, "also time the disk under --dir at the first system's e2e rate (tern bench disk), with no server running")
 	fl.BoolVar(&asJSON, "json", false, "print every run as JSON instead of the tables")
 	w := &cfg.Workload

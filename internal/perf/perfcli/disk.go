@@ -16,6 +16,7 @@ func DiskCommand() *cobra.Command {
 	cfg := perf.DefaultDiskConfig()
 	var (
 		rateMiB  int64
+		segMiB   int64
 		patterns string
 		asJSON   bool
 	)
@@ -29,8 +30,8 @@ arrived, fdatasyncs, and starts again, as the log does under sync
 durability. Four write patterns run in turn:
 
   log        appends into a file written in full before (a reused file)
-  allocated  appends into a new file allocated whole first (fallocate),
-             as tern's segments are
+  allocated  appends into new files of --segment-size, each allocated
+             whole (fallocate) one ahead, as tern's segments are
   growing    appends into a new file
   log+flush  log, plus every byte written again into new 64 MiB files,
              as an LSM's memtable flush does beside its WAL
@@ -47,6 +48,7 @@ its files afterwards.`,
 			}
 			cfg.Patterns = ps
 			cfg.Rate = rateMiB << 20
+			cfg.SegmentFile = segMiB << 20
 			if err := cfg.Validate(); err != nil {
 				return UsageError{err}
 			}
@@ -75,6 +77,8 @@ its files afterwards.`,
 	fl.IntVar(&cfg.Record, "record", cfg.Record, "bytes per append (one produce request's worth)")
 	fl.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured time at the start of each pattern")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time of each pattern")
+	fl.Int64Var(&segMiB, "segment-size", cfg.SegmentFile>>20, "MiB per file in the allocated pattern (tern's storage.segment_size)")
+	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between patterns, so the disk finishes with the files the one before removed")
 	fl.StringVar(&patterns, "patterns", "log,allocated,growing,log+flush", "patterns to run, comma separated")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON (progress lines go to stderr)")
 	return c
