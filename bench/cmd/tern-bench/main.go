@@ -18,7 +18,6 @@ import (
 	"github.com/ternmq/tern/internal/perf"
 	"github.com/ternmq/tern/internal/perf/kafkadriver"
 	"github.com/ternmq/tern/internal/perf/perfcli"
-	"github.com/ternmq/tern/internal/perf/wsdriver"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -35,7 +34,7 @@ func run(args []string) int {
 			"kafka":     kafkaDriver,
 			"pulsar":    pulsarDriver,
 			"jetstream": func(f *perfcli.Flags) (perf.Driver, error) { return jsdriver.New(f.NATSURL) },
-			"websocket": wsDriver,
+			"websocket": perfcli.WebSocket,
 		},
 		Protocols:       []string{"kafka", "pulsar", "websocket", "jetstream"},
 		DefaultAdminURL: adminURL,
@@ -79,14 +78,6 @@ func pulsarDriver(f *perfcli.Flags) (perf.Driver, error) {
 		u = "http://" + u
 	}
 	return pulsardriver.New(pulsardriver.Config{URL: f.PulsarURL, AdminURL: u, Linger: f.Linger})
-}
-
-func wsDriver(f *perfcli.Flags) (perf.Driver, error) {
-	u := f.AdminURL
-	if u != "" && !strings.Contains(u, "://") {
-		u = "http://" + u
-	}
-	return wsdriver.New(wsdriver.Config{URL: f.WebSocketURL, AdminURL: u})
 }
 
 func compareCmd() *cobra.Command {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ternmq/tern/internal/perf"
+	"github.com/ternmq/tern/internal/perf/wsdriver"
 )
 
 // Flags are the parsed command line of one bench command.
@@ -227,4 +228,15 @@ func probe(ctx context.Context, f *Flags, opts Options, progress io.Writer) perf
 		return nil
 	}
 	return p
+}
+
+// WebSocket is the Factory for Pulsar's WebSocket API, which tern and
+// tern-bench both drive themselves: the endpoint is --ws-url, the admin
+// API --url when given, else the endpoint's own host.
+func WebSocket(f *Flags) (perf.Driver, error) {
+	u := f.AdminURL
+	if u != "" && !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	return wsdriver.New(wsdriver.Config{URL: f.WebSocketURL, AdminURL: u})
 }
