@@ -23,5 +23,5 @@ func TestWorkloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	perftest.RunWorkloads(t, d, perftest.Options{Rate: 1000, Backlog: 2000, Name: "jetstream"})
+	perftest.RunWorkloads(t, d, perftest.Options{Rate: 1000, Backlog: 2000})
 }

@@ -43,16 +43,13 @@ func wsURL(api *apiFlags, path string, q url.Values) string {
 }
 
 func wsTopicPath(kind string, t protocols.TopicName) string {
-	return "/ws/v2/" + kind + "/persistent/" + url.PathEscape(t.Tenant) + "/" + url.PathEscape(t.Namespace) + "/" + url.PathEscape(t.Local)
+	return wsclient.TopicPath(kind, t.Tenant, t.Namespace, t.Local)
 }
 
 // wsDial opens a session and turns a refused upgrade into what to change.
 func wsDial(ctx context.Context, api *apiFlags, u string) (*websocket.Conn, error) {
-	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	c, resp, err := websocket.Dial(dctx, u, nil)
+	c, resp, err := wsclient.Dial(ctx, u)
 	if err == nil {
-		c.SetReadLimit(64 << 20)
 		return c, nil
 	}
 	if resp == nil {

@@ -318,7 +318,7 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 	secs := cfg.Duration.Seconds()
 	files := 0
 	if r.segs != nil {
-		files = r.segs.n - 1 // the last made is the spare
+		files = len(r.segs.made)
 	}
 	return &DiskPatternResult{
 		Files:     files,
@@ -481,9 +481,11 @@ func Sleep(ctx context.Context, d time.Duration) error {
 type segFiles struct {
 	dir   string
 	size  int64
-	n     int
-	made  []*os.File
+	n     int        // files started, for their names
+	made  []*os.File // files the writer moved to
 	spare chan segMade
+	// making is set while a spare is being made and not yet taken.
+	making bool
 }
 
 type segMade struct {
@@ -494,6 +496,7 @@ type segMade struct {
 // makeSpare starts making the next file.
 func (s *segFiles) makeSpare() {
 	s.n++
+	s.making = true
 	name := filepath.Join(s.dir, fmt.Sprintf("allocated-%06d.seg", s.n))
 	go func() {
 		f, err := makeAllocated(name, s.size, s.dir)
@@ -504,6 +507,7 @@ func (s *segFiles) makeSpare() {
 // next waits for the spare and starts making the one after it.
 func (s *segFiles) next() (*os.File, error) {
 	m := <-s.spare
+	s.making = false
 	if m.err != nil {
 		return nil, m.err
 	}
@@ -514,8 +518,10 @@ func (s *segFiles) next() (*os.File, error) {
 
 // remove closes and removes every file made, the spare too.
 func (s *segFiles) remove() {
-	if m := <-s.spare; m.f != nil {
-		s.made = append(s.made, m.f)
+	if s.making {
+		if m := <-s.spare; m.f != nil {
+			s.made = append(s.made, m.f)
+		}
 	}
 	for _, f := range s.made {
 		_ = f.Close()

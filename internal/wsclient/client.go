@@ -7,11 +7,34 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 )
+
+// Dial opens a session at u (ws:// or wss://), within 15 seconds, taking
+// messages of up to 64 MiB. A refused upgrade also returns the node's
+// response, for the caller to say why.
+func Dial(ctx context.Context, u string) (*websocket.Conn, *http.Response, error) {
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(dctx, u, nil)
+	if err != nil {
+		return nil, resp, err
+	}
+	c.SetReadLimit(64 << 20)
+	return c, resp, nil
+}
+
+// TopicPath is the path of an endpoint (producer, consumer, reader) of a
+// persistent topic.
+func TopicPath(kind, tenant, namespace, local string) string {
+	return "/ws/v2/" + kind + "/persistent/" + url.PathEscape(tenant) + "/" + url.PathEscape(namespace) + "/" + url.PathEscape(local)
+}
 
 // Message is one message to send.
 type Message struct {

@@ -71,6 +71,11 @@ func (s *Server) newSession(c *websocket.Conn, kind endpoint, remote string) *se
 	return ss
 }
 
+// maxKeptReadBuffer bounds the read buffer a session keeps between
+// messages, so a session that once sent a message of megabytes does not
+// hold that much for its life.
+const maxKeptReadBuffer = 1 << 20
+
 // maxCommandFrame bounds what a consumer or reader client sends.
 const maxCommandFrame = 64 << 10
 
@@ -140,6 +145,9 @@ func (ss *session) read() ([]byte, error) {
 	typ, r, err := ss.c.Reader(ss.ctx)
 	if err != nil {
 		return nil, err
+	}
+	if ss.rbuf.Cap() > maxKeptReadBuffer {
+		ss.rbuf = bytes.Buffer{} // a large message's buffer is not kept
 	}
 	ss.rbuf.Reset()
 	if _, err := ss.rbuf.ReadFrom(io.LimitReader(r, int64(ss.limit)+1)); err != nil {

@@ -14,7 +14,7 @@ import (
 // TestWorkloads runs each workload briefly against a tern node over
 // Kafka and checks that the figures add up (perftest.RunWorkloads).
 func TestWorkloads(t *testing.T) {
-	perftest.RunWorkloads(t, newDriver(t), perftest.Options{Rate: 2000, Backlog: 3000, Name: "kafka"})
+	perftest.RunWorkloads(t, newDriver(t), perftest.Options{Rate: 2000, Backlog: 3000})
 }
 
 // TestConsumeWarmupStopsAtAFifthOfTheBacklog: a consume run whose

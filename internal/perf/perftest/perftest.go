@@ -18,8 +18,6 @@ type Options struct {
 	Rate int
 	// Backlog is the consume workload's backlog.
 	Backlog int64
-	// Name is the driver's name as progress lines show it.
-	Name string
 }
 
 // MessageSize is the workloads' message size.
@@ -92,7 +90,7 @@ func RunWorkloads(t *testing.T, d perf.Driver, o Options) {
 				}
 			}
 			// The consume run drains its small backlog before the first line.
-			if mode != perf.ModeConsume && !strings.Contains(progress.String(), o.Name+" | pub") {
+			if mode != perf.ModeConsume && !strings.Contains(progress.String(), d.Name()+" | pub") {
 				t.Errorf("no progress line:\n%s", progress.String())
 			}
 			var table bytes.Buffer

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 
@@ -82,20 +81,18 @@ func (d *Driver) CreateTopic(ctx context.Context, topic string, partitions int) 
 }
 
 func (d *Driver) dial(ctx context.Context, kind, topic string, q url.Values) (*websocket.Conn, error) {
-	u := d.cfg.URL + "/ws/v2/" + kind + "/persistent/" + d.cfg.Namespace + "/" + url.PathEscape(topic)
+	tenant, ns, _ := strings.Cut(d.cfg.Namespace, "/")
+	u := d.cfg.URL + wsclient.TopicPath(kind, tenant, ns, topic)
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	c, resp, err := websocket.Dial(dctx, u, nil)
+	c, resp, err := wsclient.Dial(ctx, u)
 	if err != nil {
 		if resp != nil {
 			return nil, fmt.Errorf("wsdriver: %s: HTTP %d: %w", u, resp.StatusCode, err)
 		}
 		return nil, fmt.Errorf("wsdriver: %s: %w", u, err)
 	}
-	c.SetReadLimit(64 << 20)
 	return c, nil
 }
 

@@ -18,7 +18,7 @@ func TestWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perftest.RunWorkloads(t, d, perftest.Options{Rate: 1000, Backlog: 2000, Name: "websocket"})
+	perftest.RunWorkloads(t, d, perftest.Options{Rate: 1000, Backlog: 2000})
 }
 
 // TestConfigErrorsSayWhatToChange: each bad setting is named.
