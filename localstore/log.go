@@ -465,7 +465,8 @@ func (s *Store) Read(pid PartitionID, from int64, maxBytes int) ([]Entry, error)
 // that do not fit go into new buffers, never by moving what was read. It
 // returns the largest buffer it used, which the caller may reuse once it
 // is done with the entries: a consumer reading on at full speed then
-// allocates (and the runtime clears and collects) nothing per read.
+// allocates (and the runtime clears and collects) nothing per read, after
+// the first few reads of a size.
 func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) ([]Entry, []byte, error) {
 	buf = buf[:0]
 	p, err := s.partition(pid)
@@ -509,20 +510,27 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		}
 	}
 	var (
-		metas []Entry
-		read  int   // bytes of entries read
-		keep  = buf // the largest buffer used, returned for reuse
-		run   segRun
+		metas  []Entry
+		read   int   // bytes of entries read
+		placed int   // bytes in the buffers filled before buf
+		keep   = buf // the largest buffer used, returned for reuse
+		run    segRun
 	)
 	// room makes room for need more bytes at the end of buf. A new chunk
 	// leaves the entries read so far where they are, so nothing is
 	// copied; each chunk is at least twice the last need and what the
 	// read has taken so far, so a read of many entries takes few chunks,
 	// while a tailing read of one or two entries allocates little more
-	// than it reads.
+	// than it reads. A chunk also has room for what the earlier ones
+	// hold: it is the buffer returned for reuse, and the next read of
+	// this size then fits in it whole. (Sized for the rest alone, chunks
+	// of a read over readBufSize never grew to hold one: every such read
+	// allocated, and the runtime cleared, several megabytes.)
 	room := func(need int) {
 		if cap(buf)-len(buf) < need {
-			buf = make([]byte, 0, max(need, min(maxBytes-read, readBufSize, 2*max(need, read))))
+			placed += len(buf)
+			rest := max(need, min(maxBytes-read, readBufSize, 2*max(need, read)))
+			buf = make([]byte, 0, placed+rest)
 			if cap(buf) > cap(keep) {
 				keep = buf
 			}

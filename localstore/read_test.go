@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/ternmq/tern/protocols"
@@ -113,5 +114,71 @@ func readIntoChunks(t *testing.T, inline bool) {
 	// add more than that.
 	if allocs > 12 && !raceEnabled {
 		t.Errorf("%v allocations for a read that fits the caller's buffer", allocs)
+	}
+}
+
+// TestReadIntoKeepsALargeReadWhole: a read of more than readBufSize (a
+// consumer fetching 10 MiB per partition), repeated with the buffer each
+// read returns, soon fits that buffer whole and allocates no value buffer
+// at all: before, each new chunk was sized for the rest of the read and
+// capped at readBufSize, none grew to hold a whole read, and every such
+// read allocated, and the runtime cleared, megabytes.
+func TestReadIntoKeepsALargeReadWhole(t *testing.T) {
+	t.Run("segments", func(t *testing.T) { readIntoKeepsALargeReadWhole(t, false) })
+	t.Run("inline", func(t *testing.T) { readIntoKeepsALargeReadWhole(t, true) })
+}
+
+func readIntoKeepsALargeReadWhole(t *testing.T, inline bool) {
+	s, pid := openTopic(t, Config{InlineEntries: inline}, "large")
+	other, err := s.CreateTopic("other", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perEntry = 100 // ~100 KiB entries, 12 MiB in all
+	var want int64
+	for i := range 120 {
+		r, err := s.Append(context.Background(), pid, AppendRequest{Entry: makeEntry(t, fmt.Sprintf("l%d", i), perEntry, 1000, 1000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = r.BaseOffset + perEntry
+		// Another partition's entries between this one's, as a node
+		// with several busy partitions writes them: the read cannot
+		// take the records in one run.
+		if _, err := s.Append(context.Background(), other.PIDs[0], AppendRequest{Entry: makeEntry(t, "o", 1, 100, 1000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const maxBytes = 10 << 20
+	if maxBytes <= readBufSize {
+		t.Fatal("the read must be larger than readBufSize")
+	}
+	var buf []byte
+	read := func() {
+		t.Helper()
+		es, keep, err := s.ReadInto(pid, 0, maxBytes, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range es {
+			n += len(e.Value)
+		}
+		if n < maxBytes-200<<10 || es[0].BaseOffset != 0 || es[len(es)-1].BaseOffset+perEntry > want {
+			t.Fatalf("read %d entries, %d bytes from %d; want at least %d bytes from 0", len(es), n, es[0].BaseOffset, maxBytes-200<<10)
+		}
+		buf = keep
+	}
+	for range 4 {
+		read()
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 4 {
+		read()
+	}
+	runtime.ReadMemStats(&after)
+	if perRead := (after.TotalAlloc - before.TotalAlloc) / 4; perRead > 1<<20 {
+		t.Errorf("a %d-byte read into the buffer the last one returned (%d bytes) allocates %d bytes", maxBytes, cap(buf), perRead)
 	}
 }

@@ -168,8 +168,10 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 // fresh buffer of up to a megabyte or more per partition per fetch.
 var batchBufs sync.Pool
 
-// maxPooledBatches bounds the buffers batchBufs keeps.
-const maxPooledBatches = 8 << 20
+// maxPooledBatches bounds the buffers batchBufs keeps: above the 10 MiB
+// partition fetches (max.partition.fetch.bytes) of throughput-tuned
+// consumers, whose buffers were never kept at 8 MiB.
+const maxPooledBatches = 32 << 20
 
 func getBatchBuf(size int) []byte {
 	if bp, ok := batchBufs.Get().(*[]byte); ok && cap(*bp) >= size {
