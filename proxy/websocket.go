@@ -97,6 +97,7 @@ var (
 		"tern_websocket_dead_lettered_total":   prometheus.NewDesc("tern_websocket_dead_lettered_total", "Messages WebSocket consumers moved to dead-letter topics.", labels, nil),
 		"tern_websocket_frames_received_total": prometheus.NewDesc("tern_websocket_frames_received_total", "WebSocket messages read from clients.", labels, nil),
 		"tern_websocket_frames_sent_total":     prometheus.NewDesc("tern_websocket_frames_sent_total", "WebSocket messages written to clients.", labels, nil),
+		"tern_websocket_socket_writes_total":   prometheus.NewDesc("tern_websocket_socket_writes_total", "Writes to WebSocket connections; a consumer's pushed messages leave several to a write.", labels, nil),
 	}
 )
 
@@ -124,4 +125,5 @@ func (c wsCollector) Collect(ch chan<- prometheus.Metric) {
 	emit("tern_websocket_dead_lettered_total", m.DeadLettered)
 	emit("tern_websocket_frames_received_total", m.FramesIn)
 	emit("tern_websocket_frames_sent_total", m.FramesOut)
+	emit("tern_websocket_socket_writes_total", m.Writes)
 }

@@ -594,18 +594,25 @@ func (cs *consumerSession) pump(ss *session) {
 // send writes messages and advances a reader's cursor.
 func (cs *consumerSession) send(ss *session, items []item, conss []protocols.Consumer) bool {
 	last := map[int]item{}
-	for i := range items {
-		it := &items[i]
-		frame, err := json.Marshal(cs.message(it))
-		if err != nil {
-			ss.fail(CloseFailedToSerializeToJSON, err.Error())
-			return false
+	failed := errors.New("not sent")
+	err := ss.batch(func(ctx context.Context) error {
+		for i := range items {
+			it := &items[i]
+			frame, err := json.Marshal(cs.message(it))
+			if err != nil {
+				ss.fail(CloseFailedToSerializeToJSON, err.Error())
+				return failed
+			}
+			if ss.writeIn(ctx, frame) != nil {
+				return failed
+			}
+			cs.s.m.delivered.Add(1)
+			last[it.key.slot] = *it
 		}
-		if ss.write(frame) != nil {
-			return false
-		}
-		cs.s.m.delivered.Add(1)
-		last[it.key.slot] = *it
+		return nil
+	})
+	if err != nil {
+		return false
 	}
 	if cs.reader {
 		for slot, it := range last {

@@ -10,8 +10,10 @@ type Metrics struct {
 	// Sessions counts sessions opened since start; Refused counts upgrades
 	// answered with an HTTP error.
 	Sessions, Refused int64
-	// FramesIn and FramesOut count WebSocket messages read and written.
-	FramesIn, FramesOut int64
+	// FramesIn and FramesOut count WebSocket messages read and written;
+	// Writes counts the writes to the connections that carried them (a
+	// consumer's pushed messages leave several to a write).
+	FramesIn, FramesOut, Writes int64
 	// Produced counts messages made durable; Delivered counts messages
 	// pushed to consumers and readers; Acked counts acknowledgements.
 	Produced, Delivered, Acked int64
@@ -27,6 +29,7 @@ type counters struct {
 	producers, consumers, readers, pingpongs atomic.Int64
 	sessions, refused                        atomic.Int64
 	framesIn, framesOut                      atomic.Int64
+	writes                                   atomic.Int64
 	produced, delivered, acked               atomic.Int64
 	badInput, deadLettered                   atomic.Int64
 }
@@ -53,7 +56,7 @@ func (s *Server) Metrics() Metrics {
 	return Metrics{
 		Producers: c.producers.Load(), Consumers: c.consumers.Load(), Readers: c.readers.Load(), PingPongs: c.pingpongs.Load(),
 		Sessions: c.sessions.Load(), Refused: c.refused.Load(),
-		FramesIn: c.framesIn.Load(), FramesOut: c.framesOut.Load(),
+		FramesIn: c.framesIn.Load(), FramesOut: c.framesOut.Load(), Writes: c.writes.Load(),
 		Produced: c.produced.Load(), Delivered: c.delivered.Load(), Acked: c.acked.Load(),
 		BadInput: c.badInput.Load(), DeadLettered: c.deadLettered.Load(),
 	}

@@ -113,7 +113,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 		status, msg := upgradeStatus(err, what)
 		return &httpError{status: status, msg: msg}
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	cw := &corkingWriter{ResponseWriter: w, writes: &s.m.writes}
+	c, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		// Accept has answered the client.
 		ep.abort()
@@ -121,6 +122,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	ss := s.newSession(c, t.kind, r.RemoteAddr)
+	ss.cork = cw.conn
 	ss.log = ss.log.With(logAttrs(t)...)
 	ss.ep = ep
 	// The client has its 101 from here on: the session counts as opened

@@ -25,8 +25,14 @@ import (
 // down. closeWith sends the close frame once; later calls are no-ops, so
 // the first reason wins.
 type session struct {
-	s      *Server
-	c      *websocket.Conn
+	s *Server
+	c *websocket.Conn
+	// cork is c's connection; nil where the connection was not hijacked
+	// through a corkingWriter.
+	cork *corkConn
+	// wctx bounds the writes of the batch being written (batch); nil
+	// outside one. Only the goroutine writing frames uses it.
+	wctx   context.Context
 	kind   endpoint
 	log    *slog.Logger
 	remote string
@@ -108,6 +114,11 @@ func (ss *session) queued() [][]byte {
 func (ss *session) write(frame []byte) error {
 	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.WriteTimeout)
 	defer cancel()
+	return ss.writeIn(ctx, frame)
+}
+
+// writeIn writes one text frame within ctx.
+func (ss *session) writeIn(ctx context.Context, frame []byte) error {
 	if err := ss.c.Write(ctx, websocket.MessageText, frame); err != nil {
 		if !ss.closing.Load() {
 			ss.log.Debug("write failed; closing the session", "err", err)
@@ -119,6 +130,28 @@ func (ss *session) write(frame []byte) error {
 	return nil
 }
 
+// batch runs f, which writes frames with writeIn(ctx, ...), with the
+// connection corked: what f writes leaves in one write (or a few, for
+// batches over maxCork) when it returns. The batch has the write timeout
+// for its frames, and again for the write that uncorks.
+func (ss *session) batch(f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.WriteTimeout)
+	defer cancel()
+	if ss.cork == nil {
+		return f(ctx)
+	}
+	ss.cork.cork()
+	err := f(ctx)
+	if uerr := ss.cork.uncork(ss.s.cfg.WriteTimeout); uerr != nil && err == nil {
+		if !ss.closing.Load() {
+			ss.log.Debug("write failed; closing the session", "err", uerr)
+		}
+		ss.closeNow()
+		err = uerr
+	}
+	return err
+}
+
 // flush writes every queued frame.
 func (ss *session) flush() error {
 	for {
@@ -126,10 +159,16 @@ func (ss *session) flush() error {
 		if len(frames) == 0 {
 			return nil
 		}
-		for _, f := range frames {
-			if err := ss.write(f); err != nil {
-				return err
+		err := ss.batch(func(ctx context.Context) error {
+			for _, f := range frames {
+				if err := ss.writeIn(ctx, f); err != nil {
+					return err
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 }
