@@ -357,6 +357,21 @@ var entryBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return
 // Offsets are the entry's assigned offsets, known before it is durable.
 func (pa *PendingAppend) Offsets() (base, count int64) { return pa.res.BaseOffset, pa.res.Count }
 
+// Ready reports whether Wait would return without waiting. It may say no
+// when Wait would not wait (an append pebble commits itself), never the
+// reverse.
+func (pa *PendingAppend) Ready() bool {
+	switch {
+	case pa.done:
+		return true
+	case pa.end < 0:
+		return pa.p.hw.Load() >= pa.res.BaseOffset+pa.res.Count
+	case pa.item != nil:
+		return len(pa.item.done) > 0
+	}
+	return pa.synced
+}
+
 // Wait waits until the entry is durable (under sync durability), moves the
 // high watermark and returns the result. Calling it again returns the same.
 func (pa *PendingAppend) Wait() (AppendResult, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/ternmq/tern/protocols"
 )
@@ -180,5 +181,33 @@ func readIntoKeepsALargeReadWhole(t *testing.T, inline bool) {
 	runtime.ReadMemStats(&after)
 	if perRead := (after.TotalAlloc - before.TotalAlloc) / 4; perRead > 1<<20 {
 		t.Errorf("a %d-byte read into the buffer the last one returned (%d bytes) allocates %d bytes", maxBytes, cap(buf), perRead)
+	}
+}
+
+// TestPendingAppendReady: an append under sync durability becomes ready
+// once the committer has answered it, without Wait being called; inline
+// entries (pebble commits them itself) say ready once waited for.
+func TestPendingAppendReady(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		s, pid := openTopic(t, Config{InlineEntries: inline}, "ready")
+		pa, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: makeEntry(t, "r", 3, 100, 1000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !inline {
+			deadline := time.Now().Add(10 * time.Second)
+			for !pa.Ready() {
+				if time.Now().After(deadline) {
+					t.Fatal("an append to the segments never became ready")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if _, err := pa.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if !pa.Ready() {
+			t.Errorf("inline %v: not ready after Wait", inline)
+		}
 	}
 }

@@ -198,6 +198,14 @@ type PendingProduce interface {
 	Wait() (ProduceResult, error)
 }
 
+// ReadyProduce is a PendingProduce that can tell whether Wait would return
+// at once (false may also mean it cannot tell). A front end answering in
+// batches uses it to send what it holds before it waits.
+type ReadyProduce interface {
+	PendingProduce
+	Ready() bool
+}
+
 // ProduceResult reports where an entry landed.
 type ProduceResult struct {
 	BaseOffset int64

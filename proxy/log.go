@@ -28,6 +28,9 @@ func (n *Node) Produce(ctx context.Context, p protocols.Partition, req protocols
 // pendingProduce adapts a localstore pending append.
 type pendingProduce struct{ pa *localstore.PendingAppend }
 
+// Ready reports whether Wait would return at once (protocols.ReadyProduce).
+func (pp pendingProduce) Ready() bool { return pp.pa.Ready() }
+
 func (pp pendingProduce) Wait() (protocols.ProduceResult, error) {
 	r, err := pp.pa.Wait()
 	if err != nil {

@@ -276,10 +276,27 @@ func (ps *producerSession) release(n int64) {
 // closes the session when nothing is left in flight.
 func (ps *producerSession) answer(ss *session) {
 	write := true
+	// Answers ready one after another leave in one write: the connection
+	// stays corked while the next receipt is at hand and its append is
+	// durable, and is uncorked before the loop waits for either.
+	corked := false
+	uncork := func() {
+		if corked {
+			corked = false
+			if ss.cork.uncork(ps.s.cfg.WriteTimeout) != nil && write {
+				write = false
+				ss.closeNow()
+			}
+		}
+	}
+	defer uncork()
 	draining := ps.draining
 	for {
 		var r receipt
 		var ok bool
+		if len(ps.receipts) == 0 {
+			uncork()
+		}
 		select {
 		case r, ok = <-ps.receipts:
 		case <-draining:
@@ -294,9 +311,16 @@ func (ps *producerSession) answer(ss *session) {
 		if !ok {
 			return
 		}
+		if rp, ok := r.pending.(protocols.ReadyProduce); r.pending != nil && (!ok || !rp.Ready()) {
+			uncork()
+		}
 		frame := r.frame
 		if r.pending != nil {
 			frame = ps.receipt(r)
+		}
+		if write && !corked && ss.cork != nil {
+			ss.cork.cork()
+			corked = true
 		}
 		if write && ss.write(frame) != nil {
 			write = false
