@@ -8,8 +8,6 @@ package main
 // `tern bench --protocol kafka` then runs tern-bench like Pulsar does.
 
 import (
-	"strings"
-
 	"github.com/ternmq/tern/internal/perf"
 	"github.com/ternmq/tern/internal/perf/kafkadriver"
 	"github.com/ternmq/tern/internal/perf/perfcli"
@@ -18,8 +16,5 @@ import (
 func init() { benchDrivers["kafka"] = kafkaBenchDriver }
 
 func kafkaBenchDriver(f *perfcli.Flags) (perf.Driver, error) {
-	cfg := kafkadriver.DefaultConfig()
-	cfg.Brokers = strings.Split(f.KafkaAddr, ",")
-	cfg.Acks, cfg.Linger, cfg.Compression = f.Acks, f.Linger, f.Compression
-	return kafkadriver.New(cfg)
+	return kafkadriver.New(kafkadriver.FlagsConfig(f))
 }

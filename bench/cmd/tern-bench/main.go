@@ -63,10 +63,7 @@ func adminURL() string {
 }
 
 func kafkaDriver(f *perfcli.Flags) (perf.Driver, error) {
-	cfg := kafkadriver.DefaultConfig()
-	cfg.Brokers = strings.Split(f.KafkaAddr, ",")
-	cfg.Acks, cfg.Linger, cfg.Compression = f.Acks, f.Linger, f.Compression
-	return kafkadriver.New(cfg)
+	return kafkadriver.New(kafkadriver.FlagsConfig(f))
 }
 
 func pulsarDriver(f *perfcli.Flags) (perf.Driver, error) {

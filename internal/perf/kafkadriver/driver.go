@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ternmq/tern/internal/perf"
+	"github.com/ternmq/tern/internal/perf/perfcli"
 )
 
 // Config configures the Kafka clients.
@@ -28,11 +29,30 @@ type Config struct {
 	// Compression is "none", "gzip", "snappy", "lz4" or "zstd".
 	// Default "none".
 	Compression string
+	// FetchSize is the most a consumer asks for per partition per fetch
+	// (max.partition.fetch.bytes). Default 1 MiB, kgo's default and
+	// kafka-consumer-perf-test's --fetch-size; throughput-tuned consumers
+	// often use 10 MiB.
+	FetchSize int
 }
 
-// DefaultConfig is acks=all, 1ms linger, no compression.
+// maxFetchSize is the largest FetchSize: kgo's whole-fetch default.
+const maxFetchSize = 50 << 20
+
+// DefaultConfig is acks=all, 1ms linger, no compression, 1 MiB fetches.
 func DefaultConfig() Config {
-	return Config{Acks: "all", Linger: time.Millisecond, Compression: "none"}
+	return Config{Acks: "all", Linger: time.Millisecond, Compression: "none", FetchSize: 1 << 20}
+}
+
+// FlagsConfig is the configuration the bench flags ask for.
+func FlagsConfig(f *perfcli.Flags) Config {
+	cfg := DefaultConfig()
+	cfg.Brokers = strings.Split(f.KafkaAddr, ",")
+	cfg.Acks, cfg.Linger, cfg.Compression = f.Acks, f.Linger, f.Compression
+	if f.FetchSize != 0 {
+		cfg.FetchSize = f.FetchSize
+	}
+	return cfg
 }
 
 // Validate reports every problem with the configuration.
@@ -49,6 +69,9 @@ func (c Config) Validate() error {
 	}
 	if c.Linger < 0 {
 		errs = append(errs, fmt.Errorf("kafkadriver: linger %v is negative", c.Linger))
+	}
+	if c.FetchSize < 0 || c.FetchSize > maxFetchSize {
+		errs = append(errs, fmt.Errorf("kafkadriver: fetch size %d: want 1 to %d bytes per partition (0 for the default 1 MiB)", c.FetchSize, maxFetchSize))
 	}
 	return errors.Join(errs...)
 }
@@ -79,6 +102,13 @@ func (c Config) codec() (kgo.CompressionCodec, error) {
 		return kgo.ZstdCompression(), nil
 	}
 	return kgo.NoCompression(), fmt.Errorf("kafkadriver: compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
+}
+
+func (d *Driver) fetchSize() int {
+	if d.cfg.FetchSize == 0 {
+		return 1 << 20
+	}
+	return d.cfg.FetchSize
 }
 
 // Driver is a perf.Driver speaking Kafka.
@@ -201,6 +231,7 @@ func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, inde
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
+		kgo.FetchMaxPartitionBytes(int32(d.fetchSize())),
 	)
 	if err != nil {
 		return nil, err

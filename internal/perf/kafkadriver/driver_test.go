@@ -2,11 +2,13 @@ package kafkadriver_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ternmq/tern/internal/perf"
 	"github.com/ternmq/tern/internal/perf/kafkadriver"
+	"github.com/ternmq/tern/internal/perf/perfcli"
 	"github.com/ternmq/tern/internal/perf/perftest"
 	"github.com/ternmq/tern/internal/testcluster"
 )
@@ -59,4 +61,45 @@ func newDriver(t *testing.T) *kafkadriver.Driver {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	return d
+}
+
+// TestFetchSize: --fetch-size reaches the consumers, which read a backlog
+// through 10 MiB fetches, and a size out of range is refused with what to
+// give instead.
+func TestFetchSize(t *testing.T) {
+	for _, bad := range []int{-1, 60 << 20} {
+		cfg := kafkadriver.DefaultConfig()
+		cfg.Brokers = []string{"127.0.0.1:9"}
+		cfg.FetchSize = bad
+		if _, err := kafkadriver.New(cfg); err == nil || !strings.Contains(err.Error(), "fetch size") {
+			t.Errorf("fetch size %d: %v, want an error naming the fetch size", bad, err)
+		}
+	}
+	node := testcluster.Start(t).Node(0)
+	f := &perfcli.Flags{KafkaAddr: node.KafkaAddr(), Acks: "all", Compression: "none", FetchSize: 10 << 20}
+	cfg := kafkadriver.FlagsConfig(f)
+	if cfg.FetchSize != 10<<20 || len(cfg.Brokers) != 1 {
+		t.Fatalf("config from flags: %+v", cfg)
+	}
+	d, err := kafkadriver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	w := perf.DefaultConfig()
+	w.Mode = perf.ModeConsume
+	w.Backlog = 20_000
+	w.Warmup = 0
+	w.Duration = 30 * time.Second
+	w.MessageSize = perftest.MessageSize
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := perf.Run(ctx, w, d)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	perftest.CheckSide(t, "consume", res.Consume, false)
+	if res.Consume.Messages != w.Backlog {
+		t.Errorf("consumed %d of a %d-message backlog", res.Consume.Messages, w.Backlog)
+	}
 }

@@ -42,6 +42,9 @@ type Flags struct {
 	Acks        string
 	Linger      time.Duration
 	Compression string
+	// FetchSize is a Kafka consumer's most per partition per fetch, in
+	// bytes (0: the driver's default).
+	FetchSize int
 	// CPUProfile, if set, is where the load generator's own CPU profile
 	// of the run goes (the client library's cost, which shares the
 	// machine with the server).
@@ -115,6 +118,7 @@ func command(mode perf.Mode, short string, opts Options) *cobra.Command {
 	fl.StringVar(&f.Acks, "acks", "all", "Kafka acks: all, 1 or 0")
 	fl.DurationVar(&f.Linger, "linger", time.Millisecond, "producer batching delay (Kafka linger, Pulsar batching max publish delay)")
 	fl.StringVar(&f.Compression, "compression", "none", "Kafka batch compression: none, gzip, snappy, lz4, zstd")
+	fl.IntVar(&f.FetchSize, "fetch-size", 1<<20, "Kafka consumers' most bytes per partition per fetch (max.partition.fetch.bytes)")
 	fl.StringVar(&f.CPUProfile, "client-cpuprofile", "", "write this load generator's CPU profile of the run to this file")
 	fl.StringVar(&f.Trace, "client-trace", "", "write this load generator's execution trace of the run to this file (large: keep runs short)")
 	return c
