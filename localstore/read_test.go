@@ -179,7 +179,10 @@ func readIntoKeepsALargeReadWhole(t *testing.T, inline bool) {
 		read()
 	}
 	runtime.ReadMemStats(&after)
-	if perRead := (after.TotalAlloc - before.TotalAlloc) / 4; perRead > 1<<20 {
+	// Race builds turn on pebble's invariant checks, whose BufMangler
+	// clones every value an iterator hands out: inline entries then
+	// allocate in pebble, not here, so those builds do not count them.
+	if perRead := (after.TotalAlloc - before.TotalAlloc) / 4; perRead > 1<<20 && !(inline && raceEnabled) {
 		t.Errorf("a %d-byte read into the buffer the last one returned (%d bytes) allocates %d bytes", maxBytes, cap(buf), perRead)
 	}
 }
