@@ -591,20 +591,22 @@ func (cs *consumerSession) pump(ss *session) {
 	}
 }
 
+// errNotSent ends a batch whose message could not be encoded.
+var errNotSent = errors.New("websocket: a message could not be encoded")
+
 // send writes messages and advances a reader's cursor.
 func (cs *consumerSession) send(ss *session, items []item, conss []protocols.Consumer) bool {
 	last := map[int]item{}
-	failed := errors.New("not sent")
 	err := ss.batch(func(ctx context.Context) error {
 		for i := range items {
 			it := &items[i]
 			frame, err := json.Marshal(cs.message(it))
 			if err != nil {
 				ss.fail(CloseFailedToSerializeToJSON, err.Error())
-				return failed
+				return errNotSent
 			}
-			if ss.writeIn(ctx, frame) != nil {
-				return failed
+			if err := ss.writeIn(ctx, frame); err != nil {
+				return err
 			}
 			cs.s.m.delivered.Add(1)
 			last[it.key.slot] = *it

@@ -283,9 +283,8 @@ func (ps *producerSession) answer(ss *session) {
 	uncork := func() {
 		if corked {
 			corked = false
-			if ss.cork.uncork(ps.s.cfg.WriteTimeout) != nil && write {
+			if ss.uncork() != nil {
 				write = false
-				ss.closeNow()
 			}
 		}
 	}

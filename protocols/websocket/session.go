@@ -29,10 +29,7 @@ type session struct {
 	c *websocket.Conn
 	// cork is c's connection; nil where the connection was not hijacked
 	// through a corkingWriter.
-	cork *corkConn
-	// wctx bounds the writes of the batch being written (batch); nil
-	// outside one. Only the goroutine writing frames uses it.
-	wctx   context.Context
+	cork   *corkConn
 	kind   endpoint
 	log    *slog.Logger
 	remote string
@@ -142,14 +139,23 @@ func (ss *session) batch(f func(ctx context.Context) error) error {
 	}
 	ss.cork.cork()
 	err := f(ctx)
-	if uerr := ss.cork.uncork(ss.s.cfg.WriteTimeout); uerr != nil && err == nil {
-		if !ss.closing.Load() {
-			ss.log.Debug("write failed; closing the session", "err", uerr)
-		}
-		ss.closeNow()
+	if uerr := ss.uncork(); uerr != nil && err == nil {
 		err = uerr
 	}
 	return err
+}
+
+// uncork writes what the cork holds, within the write timeout; a failed
+// write closes the session, as a frame's does.
+func (ss *session) uncork() error {
+	if err := ss.cork.uncork(ss.s.cfg.WriteTimeout); err != nil {
+		if !ss.closing.Load() {
+			ss.log.Debug("write failed; closing the session", "err", err)
+		}
+		ss.closeNow()
+		return err
+	}
+	return nil
 }
 
 // flush writes every queued frame.
