@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,4 +25,33 @@ func TestLargeBatchBuffersAreKept(t *testing.T) {
 		}
 	}
 	t.Fatalf("a %d-byte batch buffer was never reused", size)
+}
+
+// TestFetchRespSizeCoversTheEncoding: the size a fetch response's buffer
+// is grown to before encoding holds the whole encoding, at the oldest and
+// newest versions, so encoding a large fetch allocates once.
+func TestFetchRespSizeCoversTheEncoding(t *testing.T) {
+	fr := kmsg.NewPtrFetchResponse()
+	for ti, sizes := range [][]int{{0, 100, 1 << 20}, {5 << 20, 17}} {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = fmt.Sprintf("topic-%d-with-a-longer-name", ti)
+		for pi, n := range sizes {
+			p := kmsg.NewFetchResponseTopicPartition()
+			p.Partition = int32(pi)
+			p.RecordBatches = make([]byte, n)
+			for k := range 3 {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID = int64(k)
+				p.AbortedTransactions = append(p.AbortedTransactions, at)
+			}
+			rt.Partitions = append(rt.Partitions, p)
+		}
+		fr.Topics = append(fr.Topics, rt)
+	}
+	for _, v := range []int16{4, 12, fr.MaxVersion()} {
+		fr.SetVersion(v)
+		if enc := fr.AppendTo(nil); fetchRespSize(fr) < len(enc) {
+			t.Errorf("v%d: estimated %d bytes for a %d-byte encoding", v, fetchRespSize(fr), len(enc))
+		}
+	}
 }
