@@ -36,12 +36,16 @@ type Config struct {
 	FetchSize int
 }
 
-// maxFetchSize is the largest FetchSize: kgo's whole-fetch default.
-const maxFetchSize = 50 << 20
+// defaultFetchSize is FetchSize's default; maxFetchSize is its largest
+// value, kgo's whole-fetch default.
+const (
+	defaultFetchSize = 1 << 20
+	maxFetchSize     = 50 << 20
+)
 
 // DefaultConfig is acks=all, 1ms linger, no compression, 1 MiB fetches.
 func DefaultConfig() Config {
-	return Config{Acks: "all", Linger: time.Millisecond, Compression: "none", FetchSize: 1 << 20}
+	return Config{Acks: "all", Linger: time.Millisecond, Compression: "none", FetchSize: defaultFetchSize}
 }
 
 // FlagsConfig is the configuration the bench flags ask for.
@@ -106,7 +110,7 @@ func (c Config) codec() (kgo.CompressionCodec, error) {
 
 func (d *Driver) fetchSize() int {
 	if d.cfg.FetchSize == 0 {
-		return 1 << 20
+		return defaultFetchSize
 	}
 	return d.cfg.FetchSize
 }
