@@ -185,6 +185,13 @@ type Kafka struct {
 	// DefaultPartitions is the partition count of auto-created topics.
 	// Default 1.
 	DefaultPartitions int `yaml:"default_partitions"`
+	// FetchMaxBytes bounds the record bytes the node returns for one
+	// fetch, whatever the consumer asks (Kafka's broker fetch.max.bytes);
+	// a fetch still returns at least one whole batch. A consumer asking
+	// for more (max.partition.fetch.bytes=10MiB, say) gets this much and
+	// fetches again. Each fetch in flight holds a few times this in the
+	// node's heap. Default 4MiB.
+	FetchMaxBytes Bytes `yaml:"fetch_max_bytes"`
 }
 
 // Log configures the node's logging.
@@ -257,7 +264,7 @@ func builtin() Node {
 		},
 		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20, HeapLimit: 72 << 20},
 		Retention: Retention{MaxAge: Duration(7 * 24 * time.Hour), MaxBytes: -1, CheckInterval: Duration(time.Minute)},
-		Kafka:     Kafka{Namespace: "public/default", AutoCreateTopics: true, DefaultPartitions: 1},
+		Kafka:     Kafka{Namespace: "public/default", AutoCreateTopics: true, DefaultPartitions: 1, FetchMaxBytes: 4 << 20},
 		Log:       Log{Level: "info", Format: "text"},
 
 		Replication: defaultReplication(),
@@ -398,6 +405,9 @@ func (n Node) Validate() error {
 	}
 	if n.Kafka.DefaultPartitions < 1 || n.Kafka.DefaultPartitions > 10000 {
 		bad("kafka.default_partitions", "%d: want 1 to 10000", n.Kafka.DefaultPartitions)
+	}
+	if n.Kafka.FetchMaxBytes < 1<<10 || n.Kafka.FetchMaxBytes > 1<<30 {
+		bad("kafka.fetch_max_bytes", "%v: want 1KiB to 1GiB", n.Kafka.FetchMaxBytes)
 	}
 	switch n.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
+	"github.com/ternmq/tern/configs"
+	"github.com/ternmq/tern/internal/testcluster"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -72,4 +75,103 @@ func TestKafkaFetchLongPoll(t *testing.T) {
 	if resp := rc.roundTrip(fetchReq(topic, 5, 0)).(*kmsg.FetchResponse); resp.Topics[0].Partitions[0].ErrorCode != kerr.OffsetOutOfRange.Code {
 		t.Fatalf("fetch past the end: %+v", resp.Topics[0].Partitions[0])
 	}
+}
+
+// produceKiB writes n 1 KiB records, numbered in their first bytes, to
+// partition 0 of topic, uncompressed, in batches of at most batchBytes.
+func produceKiB(t *testing.T, addr, topic string, n int, batchBytes int32) {
+	t.Helper()
+	cl := kgoClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(batchBytes),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		v := make([]byte, 1024)
+		binary.BigEndian.PutUint32(v, uint32(i))
+		recs[i] = &kgo.Record{Value: v}
+	}
+	if err := cl.ProduceSync(ctxT(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKafkaFetchIsCapped: a fetch asking 10 MiB of a partition holding 6
+// MiB gets at most kafka.fetch_max_bytes (4 MiB by default; the broker's
+// fetch.max.bytes), filled close to it, and the next fetch goes on from
+// where it stopped. Before the cap the node copied all 6 MiB through its
+// heap for one response.
+func TestKafkaFetchIsCapped(t *testing.T) {
+	node := startKafka(t)
+	addr := node.KafkaAddr()
+	const topic, cap, batch = "capped", 4 << 20, 256 << 10
+	createTopic(t, addr, topic, 1, nil)
+	produceKiB(t, addr, topic, 6<<10, batch)
+
+	rc := dialRaw(t, addr)
+	req := fetchReq(topic, 0, 0)
+	req.MaxBytes, req.Topics[0].Partitions[0].PartitionMaxBytes = 10<<20, 10<<20
+	p := rc.roundTrip(req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.HighWatermark != 6<<10 {
+		t.Fatalf("fetch: error %d, high watermark %d", p.ErrorCode, p.HighWatermark)
+	}
+	if n := len(p.RecordBatches); n > cap || n < cap-2*batch {
+		t.Fatalf("a 10 MiB fetch got %d bytes: want at most the %d-byte cap, and close to it", n, cap)
+	}
+	next, count := lastOffset(t, p.RecordBatches)
+	req.Topics[0].Partitions[0].FetchOffset = next
+	p = rc.roundTrip(req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	first, more := lastOffset(t, p.RecordBatches)
+	if count+more != 6<<10 || first != 6<<10 {
+		t.Fatalf("two fetches got %d+%d records ending at %d, want all %d", count, more, first, 6<<10)
+	}
+}
+
+// TestKafkaFetchCapKeepsProgress: with a cap below one batch, each fetch
+// still returns one whole batch (KIP-74), and a consumer asking 10 MiB per
+// partition reads every record in order.
+func TestKafkaFetchCapKeepsProgress(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Spec{Tweak: func(cfg *configs.Node) { cfg.Kafka.FetchMaxBytes = 1 << 10 }})
+	addr := c.Node(0).KafkaAddr()
+	const topic, n = "capped-small", 2000
+	createTopic(t, addr, topic, 1, nil)
+	produceKiB(t, addr, topic, n, 64<<10)
+
+	rc := dialRaw(t, addr)
+	req := fetchReq(topic, 0, 0)
+	req.MaxBytes, req.Topics[0].Partitions[0].PartitionMaxBytes = 10<<20, 10<<20
+	p := rc.roundTrip(req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if _, got := lastOffset(t, p.RecordBatches); p.ErrorCode != 0 || got < 1 || len(p.RecordBatches) > 64<<10+1<<10 {
+		t.Fatalf("fetch under a 1 KiB cap: error %d, %d records in %d bytes; want one whole batch", p.ErrorCode, got, len(p.RecordBatches))
+	}
+
+	cl := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxPartitionBytes(10<<20))
+	ctx := ctxT(t)
+	for want := 0; want < n; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("after %d records: %v", want, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if got := int(binary.BigEndian.Uint32(r.Value)); got != want || r.Offset != int64(want) {
+				t.Fatalf("record at offset %d holds %d, want %d", r.Offset, got, want)
+			}
+			want++
+		})
+	}
+}
+
+// lastOffset parses a fetch's record batches and returns the offset after
+// the last record and the number of records.
+func lastOffset(t *testing.T, batches []byte) (next int64, records int) {
+	t.Helper()
+	for len(batches) > 0 {
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(batches); err != nil {
+			t.Fatalf("a fetched batch does not parse: %v", err)
+		}
+		size := int(b.Length) + 12
+		next, records = b.FirstOffset+int64(b.LastOffsetDelta)+1, records+int(b.NumRecords)
+		batches = batches[size:]
+	}
+	return next, records
 }

@@ -74,7 +74,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	tc := s.newTopicCache(false)
-	remaining := int(req.MaxBytes)
+	remaining := min(int(req.MaxBytes), s.cfg.MaxFetchBytes)
 	if remaining <= 0 {
 		remaining = 1
 	}
