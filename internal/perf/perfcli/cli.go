@@ -45,6 +45,9 @@ type Flags struct {
 	// FetchSize is a Kafka consumer's most per partition per fetch, in
 	// bytes (0: the driver's default).
 	FetchSize int
+	// WSBatching has WebSocket producers ask for batching, with Linger
+	// as the batching delay.
+	WSBatching bool
 	// CPUProfile, if set, is where the load generator's own CPU profile
 	// of the run goes (the client library's cost, which shares the
 	// machine with the server).
@@ -118,6 +121,7 @@ func command(mode perf.Mode, short string, opts Options) *cobra.Command {
 	fl.StringVar(&f.Acks, "acks", "all", "Kafka acks: all, 1 or 0")
 	fl.DurationVar(&f.Linger, "linger", time.Millisecond, "producer batching delay (Kafka linger, Pulsar batching max publish delay)")
 	fl.StringVar(&f.Compression, "compression", "none", "Kafka batch compression: none, gzip, snappy, lz4, zstd")
+	fl.BoolVar(&f.WSBatching, "ws-batching", false, "WebSocket producers ask the node to batch (batchingEnabled=true; --linger is the delay)")
 	fl.IntVar(&f.FetchSize, "fetch-size", 1<<20, "Kafka consumers' most bytes per partition per fetch (max.partition.fetch.bytes)")
 	fl.StringVar(&f.CPUProfile, "client-cpuprofile", "", "write this load generator's CPU profile of the run to this file")
 	fl.StringVar(&f.Trace, "client-trace", "", "write this load generator's execution trace of the run to this file (large: keep runs short)")
@@ -242,5 +246,5 @@ func WebSocket(f *Flags) (perf.Driver, error) {
 	if u != "" && !strings.Contains(u, "://") {
 		u = "http://" + u
 	}
-	return wsdriver.New(wsdriver.Config{URL: f.WebSocketURL, AdminURL: u})
+	return wsdriver.New(wsdriver.Config{URL: f.WebSocketURL, AdminURL: u, Batching: f.WSBatching, BatchDelay: f.Linger})
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -26,6 +27,11 @@ type Config struct {
 	// Window is how many messages a producer has awaiting the node's
 	// answer. Default 1000, the node's (and Pulsar's) maxPendingMessages.
 	Window int
+	// Batching has producers ask the endpoint to batch their messages
+	// (batchingEnabled=true), waiting at most BatchDelay, rounded to
+	// milliseconds, to fill a batch. Off by default, as in Pulsar.
+	Batching   bool
+	BatchDelay time.Duration
 }
 
 // Validate reports every problem with the configuration.
@@ -36,6 +42,9 @@ func (c Config) Validate() error {
 	}
 	if c.AdminURL != "" && !strings.HasPrefix(c.AdminURL, "http://") && !strings.HasPrefix(c.AdminURL, "https://") {
 		errs = append(errs, fmt.Errorf("wsdriver: admin URL %q: want http://host:port", c.AdminURL))
+	}
+	if c.BatchDelay < 0 {
+		errs = append(errs, fmt.Errorf("wsdriver: batch delay %v is negative", c.BatchDelay))
 	}
 	if c.Window < 0 {
 		errs = append(errs, fmt.Errorf("wsdriver: window %d is negative", c.Window))
@@ -102,6 +111,10 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (perf.Producer, 
 	q := url.Values{}
 	q.Set("messageRoutingMode", "RoundRobinPartition")
 	q.Set("maxPendingMessages", fmt.Sprint(d.cfg.Window))
+	if d.cfg.Batching {
+		q.Set("batchingEnabled", "true")
+		q.Set("batchingMaxPublishDelay", fmt.Sprint(d.cfg.BatchDelay.Round(time.Millisecond).Milliseconds()))
+	}
 	c, err := d.dial(ctx, "producer", topic, q)
 	if err != nil {
 		return nil, err
