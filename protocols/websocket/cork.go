@@ -2,6 +2,8 @@ package websocket
 
 import (
 	"bufio"
+	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -112,5 +114,21 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		}
 	}
 	w.conn = &corkConn{Conn: nc, writes: w.writes}
-	return w.conn, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.conn, brw.Writer.Size())), nil
+	// The HTTP server's 4 KiB reader took one read syscall per two or
+	// three 1 KiB messages; a larger one takes what has arrived in one.
+	// The library keeps the reader it is given, resets it to read what
+	// it holds and then the connection, so the larger reader must hold
+	// what the server's had read past the upgrade request.
+	held, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(held), w.conn), sessionReadBuffer)
+	if len(held) > 0 {
+		if _, err := br.Peek(len(held)); err != nil {
+			_ = nc.Close()
+			return nil, nil, err
+		}
+	}
+	return w.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(w.conn, brw.Writer.Size())), nil
 }
+
+// sessionReadBuffer is the read buffer of a session's connection.
+const sessionReadBuffer = 32 << 10

@@ -1,7 +1,12 @@
 package websocket_test
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -65,4 +70,54 @@ func TestProducerReceiptsShareWrites(t *testing.T) {
 		t.Errorf("%d answers in %d writes: want several to a write", frames, writes)
 	}
 	t.Logf("%d answers in %d writes", frames, writes)
+}
+
+// TestFrameSentWithTheUpgradeIsRead: a client that writes its first
+// message in the same packet as the upgrade request, before the answer,
+// has it read: the bytes the HTTP server read past the request carry over
+// to the session's reader.
+func TestFrameSentWithTheUpgradeIsRead(t *testing.T) {
+	n := startNode(t)
+	topic := topicName("pipelined")
+	nc, err := net.Dial("tcp", n.Config.Listeners.HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	req := "GET " + producerPath(topic, "") + " HTTP/1.1\r\nHost: " + n.Config.Listeners.HTTP +
+		"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	payload := []byte(`{"payload":"` + b64("first") + `","context":"c1"}`)
+	// A masked text frame, as a client sends it.
+	mask := []byte{1, 2, 3, 4}
+	frame := append([]byte{0x81, 0x80 | byte(len(payload))}, mask...)
+	for i, c := range payload {
+		frame = append(frame, c^mask[i%4])
+	}
+	if _, err := nc.Write(append([]byte(req), frame...)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade answered %s", resp.Status)
+	}
+	head := make([]byte, 2)
+	if _, err := io.ReadFull(br, head); err != nil {
+		t.Fatalf("no answer to the message sent with the upgrade: %v", err)
+	}
+	if head[0] != 0x81 || head[1] >= 126 {
+		t.Fatalf("answer frame header %x: want a short text frame", head)
+	}
+	body := make([]byte, head[1])
+	if _, err := io.ReadFull(br, body); err != nil {
+		t.Fatal(err)
+	}
+	var a ack
+	if err := json.Unmarshal(body, &a); err != nil || a.Result != "ok" || a.Context == nil || *a.Context != "c1" {
+		t.Fatalf("answer %s (%v); want ok for context c1", body, err)
+	}
 }
