@@ -50,7 +50,6 @@ package websocket
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -600,7 +599,7 @@ func (cs *consumerSession) send(ss *session, items []item, conss []protocols.Con
 	err := ss.batch(func(ctx context.Context) error {
 		for i := range items {
 			it := &items[i]
-			frame, err := json.Marshal(cs.message(it))
+			frame, err := marshal(cs.message(it))
 			if err != nil {
 				ss.fail(CloseFailedToSerializeToJSON, err.Error())
 				return errNotSent
@@ -634,7 +633,7 @@ func (cs *consumerSession) send(ss *session, items []item, conss []protocols.Con
 func (cs *consumerSession) message(it *item) consumerMessage {
 	cm := consumerMessage{
 		MessageID:       messageID(&cs.slots[it.key.slot], it.entry, it.index, it.size),
-		Payload:         base64.StdEncoding.EncodeToString(it.msg.Value),
+		Payload:         it.msg.Value,
 		Properties:      make(map[string]string, len(it.msg.Headers)),
 		PublishTime:     formatTime(it.env.AppendTime),
 		RedeliveryCount: it.redelivery,
