@@ -24,17 +24,7 @@ func TestPushedMessageJSONAsBefore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// What encoding/json made of the message before.
-		old := struct {
-			MessageID       string            `json:"messageId"`
-			Payload         string            `json:"payload"`
-			Properties      map[string]string `json:"properties"`
-			PublishTime     string            `json:"publishTime"`
-			RedeliveryCount int32             `json:"redeliveryCount"`
-			EventTime       string            `json:"eventTime,omitempty"`
-			Key             *string           `json:"key,omitempty"`
-		}{cm.MessageID, base64.StdEncoding.EncodeToString(cm.Payload), cm.Properties, cm.PublishTime, cm.RedeliveryCount, cm.EventTime, cm.Key}
-		want, err := json.Marshal(old)
+		want, err := encodeAsBefore(cm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,4 +45,18 @@ func TestPushedMessageJSONAsBefore(t *testing.T) {
 			t.Errorf("encoded\n%s\nwant\n%s", got, unescaped)
 		}
 	}
+}
+
+// encodeAsBefore encodes a pushed message as the session did before:
+// encoding/json, with the payload made into base64 first.
+func encodeAsBefore(cm consumerMessage) ([]byte, error) {
+	return json.Marshal(struct {
+		MessageID       string            `json:"messageId"`
+		Payload         string            `json:"payload"`
+		Properties      map[string]string `json:"properties"`
+		PublishTime     string            `json:"publishTime"`
+		RedeliveryCount int32             `json:"redeliveryCount"`
+		EventTime       string            `json:"eventTime,omitempty"`
+		Key             *string           `json:"key,omitempty"`
+	}{cm.MessageID, base64.StdEncoding.EncodeToString(cm.Payload), cm.Properties, cm.PublishTime, cm.RedeliveryCount, cm.EventTime, cm.Key})
 }
