@@ -18,7 +18,7 @@ func (n *Node) kafkaServer() ProtocolServer {
 	cfg.MaxInflightBytes = int(n.cfg.Limits.MaxInflightBytes)
 	cfg.MaxRequestBytes = max(cfg.MaxRequestBytes, int(n.cfg.Limits.MaxMessageBytes)+1<<20)
 	cfg.MaxConnections = n.cfg.Limits.MaxConnections
-	cfg.MaxFetchBytes = int(n.cfg.Kafka.FetchMaxBytes)
+	cfg.FetchMaxBytes = int(n.cfg.Kafka.FetchMaxBytes)
 	cfg.Logger = n.log
 	cfg.Now = n.opts.Now
 	cfg.ObserveRequest = n.observeKafkaRequest

@@ -74,7 +74,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	tc := s.newTopicCache(false)
-	remaining := min(int(req.MaxBytes), s.cfg.MaxFetchBytes)
+	remaining := min(int(req.MaxBytes), s.cfg.FetchMaxBytes)
 	if remaining <= 0 {
 		remaining = 1
 	}

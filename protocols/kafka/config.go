@@ -27,14 +27,14 @@ type Config struct {
 	// MaxConnections bounds open connections; further connections are
 	// closed at once. Default 10000.
 	MaxConnections int
-	// MaxFetchBytes bounds the record bytes of one fetch response,
+	// FetchMaxBytes bounds the record bytes of one fetch response,
 	// whatever the request asks (the broker's fetch.max.bytes). A fetch
 	// still returns the first batch whole when it alone is larger
 	// (KIP-74), so consumers always make progress; a consumer asking more
 	// gets this much and fetches again. The node copies a response's
 	// batches through memory (it does not send from the page cache as
 	// Kafka does), so this bounds the heap one fetch takes. Default 4 MiB.
-	MaxFetchBytes int
+	FetchMaxBytes int
 	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound the session
 	// timeouts group members may ask for (Kafka's
 	// group.min.session.timeout.ms and group.max.session.timeout.ms).
@@ -63,7 +63,7 @@ func DefaultConfig() Config {
 		MaxInflightBytes:       64 << 20,
 		MaxInflightRequests:    128,
 		MaxConnections:         10000,
-		MaxFetchBytes:          4 << 20,
+		FetchMaxBytes:          4 << 20,
 		GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute,
 	}
@@ -87,8 +87,8 @@ func (c Config) Validate() error {
 	if c.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("kafka: MaxConnections %d: want at least 1", c.MaxConnections))
 	}
-	if c.MaxFetchBytes < 1<<10 {
-		errs = append(errs, fmt.Errorf("kafka: MaxFetchBytes %d: want at least 1024", c.MaxFetchBytes))
+	if c.FetchMaxBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("kafka: FetchMaxBytes %d: want at least 1024", c.FetchMaxBytes))
 	}
 	if c.GroupMinSessionTimeout <= 0 || c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout {
 		errs = append(errs, fmt.Errorf("kafka: GroupMinSessionTimeout %v / GroupMaxSessionTimeout %v: want 0 < min <= max", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout))

@@ -438,6 +438,7 @@ func (ps *producerSession) answer(ss *session) {
 	}
 	defer uncork()
 	draining := ps.draining
+	var frames [][]byte // the answers to write, reused
 	for {
 		var r receipt
 		var ok bool
@@ -461,9 +462,9 @@ func (ps *producerSession) answer(ss *session) {
 		if rp, ok := r.pending.(protocols.ReadyProduce); r.pending != nil && (!ok || !rp.Ready()) {
 			uncork()
 		}
-		frames := [][]byte{r.frame}
+		frames = append(frames[:0], r.frame)
 		if r.pending != nil {
-			frames = ps.receipt(r)
+			frames = ps.receipt(r, frames[:0])
 		}
 		if write && !corked && ss.cork != nil {
 			ss.cork.cork()
@@ -477,28 +478,30 @@ func (ps *producerSession) answer(ss *session) {
 	}
 }
 
-// receipt waits for an append and builds its answers, one per message.
-func (ps *producerSession) receipt(r receipt) [][]byte {
+// receipt waits for an append and appends its answers to out, one per
+// message.
+func (ps *producerSession) receipt(r receipt, out [][]byte) [][]byte {
 	res, err := r.pending.Wait()
 	ps.release(r.size)
-	contexts := r.contexts
-	if contexts == nil {
-		contexts = []*string{r.context}
-	}
-	out := make([][]byte, len(contexts))
-	for k, c := range contexts {
+	n := max(len(r.contexts), 1)
+	for k := range n {
+		c := r.context
+		if r.contexts != nil {
+			c = r.contexts[k]
+		}
 		if err != nil {
-			out[k] = errorAck(CloseUnknownError, err.Error(), c)
+			out = append(out, errorAck(CloseUnknownError, err.Error(), c))
 			continue
 		}
 		id := receiptID(&ps.slots[r.slot], res.BaseOffset)
-		if len(contexts) > 1 && res.BaseOffset >= 0 {
-			id = messageID(&ps.slots[r.slot], res.BaseOffset, k, len(contexts))
+		if n > 1 && res.BaseOffset >= 0 {
+			id = messageID(&ps.slots[r.slot], res.BaseOffset, k, n)
 		}
-		out[k], _ = json.Marshal(producerAck{Result: "ok", MessageID: id, Context: c})
+		b, _ := json.Marshal(producerAck{Result: "ok", MessageID: id, Context: c})
+		out = append(out, b)
 	}
 	if err == nil && !res.Duplicate {
-		ps.s.m.produced.Add(int64(len(contexts)))
+		ps.s.m.produced.Add(int64(n))
 	}
 	return out
 }
