@@ -59,3 +59,28 @@ func TestPushDecodesAsBefore(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReadPush decodes a pushed 1 KiB message as the client does and,
+// beside it, as encoding/json did; MB/s counts payload bytes.
+func BenchmarkReadPush(b *testing.B) {
+	in := []byte(`{"messageId":"CAAQAw==","payload":"` + base64.StdEncoding.EncodeToString(make([]byte, 1024)) +
+		`","properties":{"app":"bench"},"publishTime":"2023-11-14T22:13:20.000Z","redeliveryCount":0}`)
+	for _, c := range []struct {
+		name   string
+		decode func([]byte, *Push) error
+	}{
+		{"tern", func(b []byte, m *Push) error { return jsonv2.Unmarshal(b, m, decodeOpts) }},
+		{"encoding-json", func(b []byte, m *Push) error { return json.Unmarshal(b, m) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			for b.Loop() {
+				var m Push
+				if err := c.decode(in, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
