@@ -51,12 +51,11 @@ func TestProducerReceiptsShareWrites(t *testing.T) {
 	srv := n.Proxy().WebSocket()
 	before := srv.Metrics()
 	const count = 500
-	for i := range count {
-		writeJSON(t, prod, map[string]any{"payload": b64(fmt.Sprintf("p%d", i)), "context": fmt.Sprint(i)})
+	msgs := make([]map[string]any, count)
+	for i := range msgs {
+		msgs[i] = map[string]any{"payload": b64(fmt.Sprintf("p%d", i)), "context": fmt.Sprint(i)}
 	}
-	for i := range count {
-		var a ack
-		readJSON(t, prod, 10*time.Second, &a)
+	for i, a := range sendAll(t, prod, msgs) {
 		if a.Result != "ok" || a.Context == nil || *a.Context != fmt.Sprint(i) {
 			t.Fatalf("answer %d: %+v", i, a)
 		}
