@@ -155,8 +155,37 @@ func (s *subscription) redeliver(c *consumer, offsets []int64, count bool) {
 		end := s.unitEnd(off)
 		for _, sp := range c.pending.intersect(off, end) {
 			c.pending.remove(sp.from, sp.to)
+			c.forgetDeadlines(sp.from, sp.to)
 			s.requeue(sp.from, sp.to, count)
 		}
+	}
+}
+
+// forgetDeadlines takes [from, to) out of the consumer's ack deadlines:
+// those offsets were handed back, and if they come to it again, that
+// delivery brings its own deadline. Left in, the old deadline would take
+// the new delivery back before its time.
+func (c *consumer) forgetDeadlines(from, to int64) {
+	var kept []ackDeadline
+	for i, d := range c.timeouts {
+		if d.to <= from || d.from >= to {
+			if kept != nil {
+				kept = append(kept, d)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = append(make([]ackDeadline, 0, len(c.timeouts)+1), c.timeouts[:i]...)
+		}
+		if d.from < from {
+			kept = append(kept, ackDeadline{from: d.from, to: from, at: d.at})
+		}
+		if d.to > to {
+			kept = append(kept, ackDeadline{from: to, to: d.to, at: d.at})
+		}
+	}
+	if kept != nil {
+		c.timeouts = kept
 	}
 }
 

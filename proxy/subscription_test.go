@@ -332,6 +332,37 @@ func TestAckTimeout(t *testing.T) {
 	s.none(t, 400*time.Millisecond)
 }
 
+// TestAckTimeoutAfterRedeliver: a delivery handed back before its ack
+// timeout and delivered again gets a whole new timeout; the first
+// delivery's deadline does not take the second back early. (A WebSocket
+// session hands back what its own ack timer expired, and with the old
+// deadline still armed the node took the new delivery back too, so the
+// client saw the message a third time after acknowledging it.)
+func TestAckTimeoutAfterRedeliver(t *testing.T) {
+	const timeout = 600 * time.Millisecond
+	f := newSubFixture(t)
+	f.produce(t, protocols.Envelope{}, "held")
+	s := newSink()
+	c := f.subscribe(t, protocols.SubscribeRequest{Type: protocols.SubShared, Durable: true, Start: earliest, AckTimeout: timeout}, s)
+	c.Flow(10)
+	first := s.next(t)
+	time.Sleep(timeout / 2)
+	handedBack := time.Now()
+	must(t, c.Redeliver(context.Background(), []int64{first.Offset}))
+	if d := s.next(t); d.Offset != first.Offset || d.RedeliveryCount != 1 {
+		t.Fatalf("after the hand-back: offset %d, count %d", d.Offset, d.RedeliveryCount)
+	}
+	third := s.next(t)
+	// The second delivery came after the hand-back, so its deadline is at
+	// least a timeout after it.
+	if early := handedBack.Add(timeout).Sub(time.Now()); early > 0 {
+		t.Fatalf("delivered a third time %v before the second delivery's ack timeout", early.Round(time.Millisecond))
+	}
+	if third.RedeliveryCount != 2 {
+		t.Fatalf("third delivery: count %d", third.RedeliveryCount)
+	}
+}
+
 // TestSeekAndRestart: a seek ends every consumer; the cursor, individual
 // acks included, survives a node restart.
 func TestSeekAndRestart(t *testing.T) {
