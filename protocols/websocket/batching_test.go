@@ -183,10 +183,13 @@ func TestBatchingDedup(t *testing.T) {
 		}
 		return ms
 	}
-	c := dial(t, n, producerPath(topic, "producerName=p1&batchingEnabled=true&batchingMaxMessages=3"))
+	// Only the count ends a batch: with the default 1 ms delay, a slow
+	// reader (the race detector's) wrote the first message alone.
+	const path = "producerName=p1&batchingEnabled=true&batchingMaxMessages=3&batchingMaxPublishDelay=60000"
+	c := dial(t, n, producerPath(topic, path))
 	first := sendAll(t, c, batch())
 	_ = c.CloseNow()
-	c2 := waitDial(t, n, producerPath(topic, "producerName=p1&batchingEnabled=true&batchingMaxMessages=3"))
+	c2 := waitDial(t, n, producerPath(topic, path))
 	again := sendAll(t, c2, batch())
 	for i := range first {
 		if first[i].Result != "ok" || again[i].Result != "ok" {
