@@ -200,3 +200,25 @@ func TestBatchingDedup(t *testing.T) {
 		t.Fatalf("entries hold %s messages; want [3]: the resent batch was written again", got)
 	}
 }
+
+// TestBatchingMaxPendingCountsMessages: maxPendingMessages bounds the
+// messages a batching session holds, not its batches: at the bound the
+// batch being filled is written at once, so 12 messages with a bound of 5
+// make batches of 5, 5 and 2 (the last after its delay), not one of 12.
+func TestBatchingMaxPendingCountsMessages(t *testing.T) {
+	n := startNode(t)
+	topic := topicName("batching-pending")
+	c := dial(t, n, producerPath(topic, "batchingEnabled=true&maxPendingMessages=5&batchingMaxPublishDelay=1000"))
+	var msgs []map[string]any
+	for i := range 12 {
+		msgs = append(msgs, map[string]any{"payload": b64(fmt.Sprint("m", i)), "context": fmt.Sprint("c", i)})
+	}
+	for i, a := range sendAll(t, c, msgs) {
+		if a.Result != "ok" || a.Context == nil || *a.Context != fmt.Sprint("c", i) {
+			t.Fatalf("answer %d: %+v", i, a)
+		}
+	}
+	if got := fmt.Sprint(entrySizes(t, n, local(topic))); got != "[5 5 2]" {
+		t.Fatalf("entries hold %s messages; want [5 5 2]", got)
+	}
+}

@@ -43,7 +43,10 @@ package websocket
 // clients send delayed messages unbatched), one whose sequence id is not
 // above the batch's last, or a bad message ends the batch first. Fewer
 // entries mean less work per message for the node: one append, one
-// checksum and one index write per batch.
+// checksum and one index write per batch. maxPendingMessages still counts
+// messages, those in the batch being filled included: when the session
+// holds that many, it writes the batch at once and reads on as answers go
+// out.
 
 import (
 	"context"
@@ -80,6 +83,11 @@ type producerSession struct {
 	batching *batchLimits
 	mu       sync.Mutex
 	batch    *openBatch
+	// held has a token for each message of a batching session read and
+	// not yet answered, maxPendingMessages at most: a receipt of a batch
+	// answers many messages, so the receipts channel alone would bound
+	// batches, not messages.
+	held chan struct{}
 }
 
 // receipt is one answer in message order: an append to wait for, or a
@@ -157,6 +165,7 @@ func (s *Server) setupProducer(ctx context.Context, t target, p *params, remote 
 		}
 		ps.batching = &batchLimits{messages: int(batchMsgs), bytes: min(batchMaxBytes, s.cfg.MaxMessageSize),
 			delay: time.Duration(batchDelay) * time.Millisecond}
+		ps.held = make(chan struct{}, maxPending)
 	}
 	for _, sl := range slots {
 		l, err := s.b.OpenProducer(ctx, sl.part, protocols.ProducerRequest{Name: name, Address: remote})
@@ -227,6 +236,9 @@ func (ps *producerSession) run(ss *session) {
 
 // handle turns one message into an append, or an error answer.
 func (ps *producerSession) handle(ss *session, b []byte) {
+	if ps.held != nil && !ps.hold(ss) {
+		return
+	}
 	now := time.Now()
 	m, code, err := decodeProducerMessage(b, ps.s.cfg.MaxMessageSize, now)
 	if err != nil {
@@ -271,6 +283,27 @@ func (ps *producerSession) start(ss *session, i int, req protocols.ProduceReques
 	}
 	r.pending, r.slot, r.size = pending, i, size
 	ps.receipts <- r
+}
+
+// hold takes a batching session's token for one more message. With none
+// left, it writes the batch being filled, whose messages hold tokens that
+// only their answers give back, and waits for an answer; false if the
+// session ends first.
+func (ps *producerSession) hold(ss *session) bool {
+	select {
+	case ps.held <- struct{}{}:
+		return true
+	default:
+	}
+	ps.mu.Lock()
+	ps.flush(ss)
+	ps.mu.Unlock()
+	select {
+	case ps.held <- struct{}{}:
+		return true
+	case <-ss.ctx.Done():
+		return false
+	}
 }
 
 // answerErr queues a failed append's answers: one per message.
@@ -473,6 +506,14 @@ func (ps *producerSession) answer(ss *session) {
 		for _, f := range frames {
 			if write && ss.write(f) != nil {
 				write = false
+			}
+		}
+		if ps.held != nil {
+			for range frames {
+				select {
+				case <-ps.held:
+				default:
+				}
 			}
 		}
 	}
