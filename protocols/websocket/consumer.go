@@ -444,21 +444,18 @@ func (cs *consumerSession) handle(ss *session, b []byte) {
 		}
 		cs.mu.f.release(msgKey{pos.slot, pos.offset()})
 		cs.mu.Unlock()
-		// The ack reaches the node before the permit the freed slot
-		// grants: the other way round, a message the node had taken back
-		// (its ack timeout passed) went out again on that permit, and the
-		// client got a message it had just acknowledged.
-		if cons != nil {
-			ctx, cancel := context.WithTimeout(ss.ctx, cs.s.cfg.SetupTimeout)
-			err := cons.Ack(ctx, []protocols.AckPosition{{Offset: pos.entry, BatchIndex: pos.batch}}, false)
-			cancel()
-			if err != nil {
-				ss.log.Debug("ack refused", "err", err)
-			} else {
-				cs.s.m.acked.Add(1)
-			}
-		}
 		cs.signal()
+		if cons == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ss.ctx, cs.s.cfg.SetupTimeout)
+		err := cons.Ack(ctx, []protocols.AckPosition{{Offset: pos.entry, BatchIndex: pos.batch}}, false)
+		cancel()
+		if err != nil {
+			ss.log.Debug("ack refused", "err", err)
+			return
+		}
+		cs.s.m.acked.Add(1)
 	}
 }
 
