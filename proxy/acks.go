@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"slices"
 
 	"github.com/ternmq/tern/localstore"
 	"github.com/ternmq/tern/protocols"
@@ -164,29 +165,32 @@ func (s *subscription) redeliver(c *consumer, offsets []int64, count bool) {
 // forgetDeadlines takes [from, to) out of the consumer's ack deadlines:
 // those offsets were handed back, and if they come to it again, that
 // delivery brings its own deadline. Left in, the old deadline would take
-// the new delivery back before its time.
+// the new delivery back before its time. The deadlines keep their order;
+// a session handing back everything it holds calls this once per
+// delivery, so the common case filters in place.
 func (c *consumer) forgetDeadlines(from, to int64) {
-	var kept []ackDeadline
-	for i, d := range c.timeouts {
-		if d.to <= from || d.from >= to {
-			if kept != nil {
-				kept = append(kept, d)
-			}
-			continue
-		}
-		if kept == nil {
-			kept = append(make([]ackDeadline, 0, len(c.timeouts)+1), c.timeouts[:i]...)
-		}
-		if d.from < from {
-			kept = append(kept, ackDeadline{from: d.from, to: from, at: d.at})
-		}
-		if d.to > to {
-			kept = append(kept, ackDeadline{from: to, to: d.to, at: d.at})
+	ts := c.timeouts
+	out := ts[:0]
+	for i, d := range ts {
+		switch {
+		case d.to <= from || d.from >= to:
+			out = append(out, d)
+		case d.from < from && d.to > to:
+			// Both ends stay: one deadline becomes two, which needs a
+			// slot the in-place filter does not have.
+			out = append(slices.Clip(out), ackDeadline{from: d.from, to: from, at: d.at}, ackDeadline{from: to, to: d.to, at: d.at})
+			out = append(out, ts[i+1:]...)
+			c.timeouts = out
+			c.forgetDeadlines(from, to) // the rest, now in out
+			return
+		case d.from < from:
+			out = append(out, ackDeadline{from: d.from, to: from, at: d.at})
+		case d.to > to:
+			out = append(out, ackDeadline{from: to, to: d.to, at: d.at})
 		}
 	}
-	if kept != nil {
-		c.timeouts = kept
-	}
+	clear(ts[len(out):])
+	c.timeouts = out
 }
 
 // seek moves the cursor and ends every consumer.

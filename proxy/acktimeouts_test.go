@@ -30,4 +30,11 @@ func TestForgetDeadlines(t *testing.T) {
 			t.Errorf("%s: [%d, %d) left %v, want %v", tc.name, tc.from, tc.to, c.timeouts, tc.want)
 		}
 	}
+	// A split, then a later deadline over the same offsets.
+	c := &consumer{timeouts: []ackDeadline{{0, 10, at(0)}, {2, 4, at(1)}, {20, 30, at(2)}}}
+	c.forgetDeadlines(3, 5)
+	want := []ackDeadline{{0, 3, at(0)}, {5, 10, at(0)}, {2, 3, at(1)}, {20, 30, at(2)}}
+	if !slices.Equal(c.timeouts, want) {
+		t.Errorf("split and overlap: left %v, want %v", c.timeouts, want)
+	}
 }
