@@ -58,6 +58,26 @@ func idOf(t *testing.T, a ack) (int64, int32) {
 	return int64(id.GetEntryId()), id.GetBatchIndex()
 }
 
+// numbered returns n messages with payload "m<i>" and context "c<i>".
+func numbered(n int) []map[string]any {
+	msgs := make([]map[string]any, n)
+	for i := range msgs {
+		msgs[i] = map[string]any{"payload": b64(fmt.Sprint("m", i)), "context": fmt.Sprint("c", i)}
+	}
+	return msgs
+}
+
+// okInOrder fails the test unless every answer is "ok" and answer i
+// carries context "c<i>", the context its message was sent with.
+func okInOrder(t *testing.T, acks []ack) {
+	t.Helper()
+	for i, a := range acks {
+		if a.Result != "ok" || a.Context == nil || *a.Context != fmt.Sprint("c", i) {
+			t.Fatalf("answer %d: %+v", i, a)
+		}
+	}
+}
+
 // TestBatchingGroupsMessages: with batchingEnabled, pipelined messages
 // become batches of batchingMaxMessages, the last written after
 // batchingMaxPublishDelay; each answer keeps its message's context and
@@ -67,22 +87,19 @@ func TestBatchingGroupsMessages(t *testing.T) {
 	n := startNode(t)
 	topic := topicName("batching")
 	c := dial(t, n, producerPath(topic, "batchingEnabled=true&batchingMaxMessages=4&batchingMaxPublishDelay=1000"))
-	var msgs []map[string]any
-	for i := range 10 {
-		msgs = append(msgs, map[string]any{"payload": b64(fmt.Sprint("m", i)), "context": fmt.Sprint("c", i),
-			"key": fmt.Sprint("k", i%3), "properties": map[string]string{"i": fmt.Sprint(i)},
-			"eventTime": time.UnixMilli(int64(1_700_000_000_000 + i)).UTC().Format("2006-01-02T15:04:05.000Z")})
+	msgs := numbered(10)
+	for i, m := range msgs {
+		m["key"], m["properties"] = fmt.Sprint("k", i%3), map[string]string{"i": fmt.Sprint(i)}
+		m["eventTime"] = time.UnixMilli(int64(1_700_000_000_000 + i)).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
 	start := time.Now()
 	acks := sendAll(t, c, msgs)
 	if waited := time.Since(start); waited < 900*time.Millisecond {
 		t.Errorf("the last, unfilled batch was answered after %v, before its 1s batchingMaxPublishDelay", waited)
 	}
+	okInOrder(t, acks)
 	wantEntry := []int{0, 0, 0, 0, 4, 4, 4, 4, 8, 8}
 	for i, a := range acks {
-		if a.Result != "ok" || a.Context == nil || *a.Context != fmt.Sprint("c", i) {
-			t.Fatalf("answer %d: %+v", i, a)
-		}
 		entry, idx := idOf(t, a)
 		if entry != int64(wantEntry[i]) || int(idx) != i-wantEntry[i] {
 			t.Errorf("answer %d: entry %d batch index %d; want entry %d index %d", i, entry, idx, wantEntry[i], i-wantEntry[i])
@@ -209,15 +226,7 @@ func TestBatchingMaxPendingCountsMessages(t *testing.T) {
 	n := startNode(t)
 	topic := topicName("batching-pending")
 	c := dial(t, n, producerPath(topic, "batchingEnabled=true&maxPendingMessages=5&batchingMaxPublishDelay=1000"))
-	var msgs []map[string]any
-	for i := range 12 {
-		msgs = append(msgs, map[string]any{"payload": b64(fmt.Sprint("m", i)), "context": fmt.Sprint("c", i)})
-	}
-	for i, a := range sendAll(t, c, msgs) {
-		if a.Result != "ok" || a.Context == nil || *a.Context != fmt.Sprint("c", i) {
-			t.Fatalf("answer %d: %+v", i, a)
-		}
-	}
+	okInOrder(t, sendAll(t, c, numbered(12)))
 	if got := fmt.Sprint(entrySizes(t, n, local(topic))); got != "[5 5 2]" {
 		t.Fatalf("entries hold %s messages; want [5 5 2]", got)
 	}
