@@ -2,9 +2,13 @@ package websocket
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ternmq/tern/protocols"
 	"github.com/ternmq/tern/protocols/pulsar"
@@ -21,13 +25,15 @@ func FuzzProducerMessage(f *testing.F) {
 		`{"payload":"aGk=","sequenceId":-1}`, `{"payload":"aGk=","sequenceId":1.5}`, `{"payload":"aGk=","deliverAt":1,"deliverAfterMs":5}`,
 		`{"payload":"aGk=","eventTime":"1969-12-31T23:59:59Z"}`, `{"payload":"aGk=","eventTime":""}`, `{"payload":"!!"}`,
 		`{"payload":"aGk=","key":"\u0000\ud83d"}`, `{"payload":"aGk="} trailing`, `{"payload":"aGk=","replicationClusters":["a"],"valueSchema":{"x":1}}`,
-		`{"Payload":"aGk="}`, `{"payload":"aGk=","properties":{"k":null}}`,
+		`{"Payload":"aGk="}`, `{"payload":"aGk=","properties":{"k":null}}`, `{"payload":"aG\/k","context":"a\u0041"}`,
+		`{"payload":"aGk=","payload":null}`, `{"payload":"\ud800"}`, "{\"payload\":\"aGk=\",\"context\":\"a\xffb\"}",
 	} {
 		f.Add([]byte(s))
 	}
 	now := time.UnixMilli(1_700_000_000_000)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, code, err := decodeProducerMessage(b, 1<<16, now)
+		sameAsStringDecode(t, b, m, err)
 		if err != nil {
 			if code != CloseFailedToDeserializeFromJSON && code != ClosePayloadEncodingError {
 				t.Fatalf("error code %d for %q", code, b)
@@ -73,6 +79,39 @@ func FuzzProducerMessage(f *testing.F) {
 			t.Fatalf("deliver at %d %v; want %d", at, ok, m.deliverAt)
 		}
 	})
+}
+
+// sameAsStringDecode checks a producer message's payload and context
+// against a plain decoding of b: the payload as a JSON string, then from
+// base64; the context as a string or the text of a number.
+func sameAsStringDecode(t *testing.T, b []byte, m message, err error) {
+	t.Helper()
+	var ref struct {
+		Payload *string        `json:"payload"`
+		Context jsontext.Value `json:"context"`
+	}
+	if unmarshal(b, &ref) != nil {
+		return // the message is refused for what else is in it
+	}
+	if ref.Payload != nil {
+		want, berr := base64.RawStdEncoding.DecodeString(strings.TrimRight(*ref.Payload, "="))
+		badBase64 := err != nil && strings.Contains(err.Error(), "Base64")
+		if (err == nil && (berr != nil || !bytes.Equal(m.payload, want))) || (badBase64 && berr == nil) {
+			t.Fatalf("payload of %q: got %q, %v; want %q, %v", b, m.payload, err, want, berr)
+		}
+	}
+	if err != nil || len(ref.Context) == 0 || ref.Context.Kind() == 'n' {
+		return
+	}
+	want := string(ref.Context)
+	if ref.Context.Kind() == '"' {
+		if unmarshal(ref.Context, &want) != nil {
+			t.Fatalf("context of %q: %s", b, ref.Context)
+		}
+	}
+	if m.context == nil || *m.context != want {
+		t.Fatalf("context of %q: got %v; want %q", b, m.context, want)
+	}
 }
 
 // FuzzConsumerCommand: any text a consumer sends decodes or is refused,

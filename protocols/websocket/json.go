@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -22,7 +23,7 @@ import (
 
 // producerMessage is a message a producer session receives.
 type producerMessage struct {
-	Payload    *string           `json:"payload"`
+	Payload    b64Payload        `json:"payload"`
 	Properties map[string]string `json:"properties"`
 	Context    *flexString       `json:"context"`
 	Key        *string           `json:"key"`
@@ -42,24 +43,72 @@ type producerMessage struct {
 }
 
 // flexString takes a JSON string or number, as Jackson's coercion of a
-// String field does: clients send "context": 1 as often as "1".
+// String field does: clients send "context": 1 as often as "1". A number
+// is kept as written.
 type flexString string
 
-func (f *flexString) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*f = flexString(s)
+func (f *flexString) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	switch v.Kind() {
+	case '"':
+		b, err := jsonString(v, true)
+		*f = flexString(b)
+		return err
+	case '0':
+		*f = flexString(v)
 		return nil
 	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("context: want a string or a number, got %s", clip(string(b), 40))
+	return &jsonv2.SemanticError{JSONKind: v.Kind()}
+}
+
+// b64Payload is a producer message's payload, decoded from base64 as the
+// message is read: from the JSON input itself when the string has no
+// escapes (base64 needs none), so no string is made of it. A payload that
+// is not base64 is kept as err, not returned, so that the message still
+// decodes and the answer reports it with its own code and the context.
+type b64Payload struct {
+	set   bool // false: absent or null
+	bytes []byte
+	err   error
+}
+
+func (p *b64Payload) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
 	}
-	*f = flexString(n)
-	return nil
+	switch v.Kind() {
+	case 'n':
+		*p = b64Payload{}
+		return nil
+	case '"':
+		s, err := jsonString(v, false)
+		if err != nil {
+			return err
+		}
+		b, err := decodeBase64(s)
+		*p = b64Payload{set: true, bytes: b, err: err}
+		return nil
+	}
+	return &jsonv2.SemanticError{JSONKind: v.Kind()}
+}
+
+// jsonString returns the text of the JSON string v: the bytes between its
+// quotes, which alias v, when it has no escapes (and, if checkUTF8, is
+// valid UTF-8), or else a copy unquoted as leniently as the rest of the
+// message (an unpaired surrogate or invalid UTF-8 becomes the replacement
+// character). A payload skips the UTF-8 check: a byte that is not ASCII is
+// not base64 either way.
+func jsonString(v jsontext.Value, checkUTF8 bool) ([]byte, error) {
+	if s := v[1 : len(v)-1]; bytes.IndexByte(s, '\\') < 0 && (!checkUTF8 || utf8.Valid(s)) {
+		return s, nil
+	}
+	var s string
+	err := unmarshal(v, &s)
+	return []byte(s), err
 }
 
 // producerAck answers one producer message.
@@ -139,20 +188,16 @@ func decodeProducerMessage(b []byte, maxPayload int, now time.Time) (message, Cl
 		c := string(*pm.Context)
 		m.context = &c
 	}
-	if pm.Payload == nil {
+	if !pm.Payload.set {
 		return m, ClosePayloadEncodingError, errors.New(`the message has no "payload"; send its bytes in base64`)
 	}
-	if base64.StdEncoding.DecodedLen(len(*pm.Payload)) > maxPayload+3 {
-		return m, ClosePayloadEncodingError, fmt.Errorf("the payload of about %d bytes exceeds the limit of %d bytes", base64.StdEncoding.DecodedLen(len(*pm.Payload)), maxPayload)
-	}
-	payload, err := decodeBase64(*pm.Payload)
-	if err != nil {
+	if err := pm.Payload.err; err != nil {
 		return m, ClosePayloadEncodingError, fmt.Errorf("Invalid Base64 message-payload error=%v", err)
 	}
-	if len(payload) > maxPayload {
-		return m, ClosePayloadEncodingError, fmt.Errorf("the payload of %d bytes exceeds the limit of %d bytes", len(payload), maxPayload)
+	m.payload = pm.Payload.bytes
+	if len(m.payload) > maxPayload {
+		return m, ClosePayloadEncodingError, fmt.Errorf("the payload of %d bytes exceeds the limit of %d bytes", len(m.payload), maxPayload)
 	}
-	m.payload = payload
 	if pm.Key != nil {
 		m.key = []byte(*pm.Key)
 	}
@@ -168,6 +213,7 @@ func decodeProducerMessage(b []byte, maxPayload int, now time.Time) (message, Cl
 		}
 	}
 	if pm.EventTime != nil && *pm.EventTime != "" {
+		var err error
 		if m.eventTime, err = parseTime(*pm.EventTime); err != nil {
 			return m, ClosePayloadEncodingError, err
 		}
@@ -192,8 +238,11 @@ func decodeProducerMessage(b []byte, maxPayload int, now time.Time) (message, Cl
 
 // decodeBase64 reads standard base64 with or without padding, as Java's
 // basic decoder does.
-func decodeBase64(s string) ([]byte, error) {
-	return base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+func decodeBase64(s []byte) ([]byte, error) {
+	s = bytes.TrimRight(s, "=")
+	b := make([]byte, base64.RawStdEncoding.DecodedLen(len(s)))
+	n, err := base64.RawStdEncoding.Decode(b, s)
+	return b[:n], err
 }
 
 // decodeOpts read JSON as leniently as encoding/json does (member names
