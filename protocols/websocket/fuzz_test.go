@@ -44,7 +44,7 @@ func FuzzProducerMessage(f *testing.F) {
 			return
 		}
 		var comp protocols.Compressor
-		req, err := messageEntry("p", &m, 7, protocols.CodecNone, &comp, now)
+		req, err := messageEntry("p", &m, 7, protocols.CodecNone, &comp, &entryScratch{}, now)
 		if err != nil {
 			t.Fatalf("entry of %q: %v", b, err)
 		}

@@ -52,6 +52,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,9 @@ type producerSession struct {
 	route   *router
 	codec   protocols.Codec
 	comp    protocols.Compressor
+	// scratch is used by the reading goroutine or, in a batching session,
+	// under mu.
+	scratch entryScratch
 
 	receipts chan receipt
 	inflight atomic.Int64
@@ -373,7 +377,7 @@ func (ps *producerSession) flush(ss *session) {
 			r.contexts[k] = b.msgs[k].context
 		}
 	}
-	req, err := batchEntry(ps.leases[b.slot].Name(), b.msgs, b.seqs, ps.codec, &ps.comp, time.Now())
+	req, err := batchEntry(ps.leases[b.slot].Name(), b.msgs, b.seqs, ps.codec, &ps.comp, &ps.scratch, time.Now())
 	if err != nil {
 		ps.answerErr(r, err)
 		return
@@ -383,25 +387,46 @@ func (ps *producerSession) flush(ss *session) {
 
 // entry builds the entry for one message.
 func (ps *producerSession) entry(i int, m *message, seq int64, now time.Time) (protocols.ProduceRequest, error) {
-	return messageEntry(ps.leases[i].Name(), m, seq, ps.codec, &ps.comp, now)
+	return messageEntry(ps.leases[i].Name(), m, seq, ps.codec, &ps.comp, &ps.scratch, now)
 }
+
+// entryScratch is what building an entry reuses from one entry to the
+// next. StartProduce copies the batch before it returns, so the next
+// entry may overwrite it.
+type entryScratch struct {
+	batch  []byte
+	msgs   []protocols.Message
+	extras []protocols.MessageExtras
+}
+
+// scratchRetain is the largest batch buffer an entryScratch keeps: one
+// full batch of 1 KiB messages, so a session that once sent a large
+// message does not pin its buffer.
+const scratchRetain = 256 << 10
 
 // messageEntry builds the entry of one producer message, as the Pulsar
 // binary protocol builds the entry of a SEND of one message.
-func messageEntry(producer string, m *message, seq int64, codec protocols.Codec, comp *protocols.Compressor, now time.Time) (protocols.ProduceRequest, error) {
-	return batchEntry(producer, []message{*m}, []int64{seq}, codec, comp, now)
+func messageEntry(producer string, m *message, seq int64, codec protocols.Codec, comp *protocols.Compressor, sc *entryScratch, now time.Time) (protocols.ProduceRequest, error) {
+	return batchEntry(producer, []message{*m}, []int64{seq}, codec, comp, sc, now)
 }
 
 // batchEntry builds the entry of consecutive producer messages with
 // sequence ids seqs, as the Pulsar binary protocol builds the entry of a
-// batched SEND. Only a message alone may have a delivery time.
-func batchEntry(producer string, ms []message, seqs []int64, codec protocols.Codec, comp *protocols.Compressor, now time.Time) (protocols.ProduceRequest, error) {
+// batched SEND. Only a message alone may have a delivery time. The batch
+// is built in sc's buffer: it is valid until the next call with sc.
+func batchEntry(producer string, ms []message, seqs []int64, codec protocols.Codec, comp *protocols.Compressor, sc *entryScratch, now time.Time) (protocols.ProduceRequest, error) {
 	env := protocols.Envelope{ProducerName: producer, SequenceFirst: seqs[0], SequenceLast: seqs[len(seqs)-1]}
 	if len(ms) == 1 && ms[0].deliverAt > 0 {
 		protocols.SetDeliverAt(&env, ms[0].deliverAt)
 	}
-	msgs := make([]protocols.Message, len(ms))
-	extras := make([]protocols.MessageExtras, len(ms))
+	msgs := slices.Grow(sc.msgs[:0], len(ms))[:len(ms)]
+	extras := slices.Grow(sc.extras[:0], len(ms))[:len(ms)]
+	clear(extras)
+	// The slices are kept for the next entry, not the payloads in them.
+	defer func() {
+		clear(msgs)
+		sc.msgs, sc.extras = msgs[:0], extras[:0]
+	}()
 	for k := range ms {
 		m := &ms[k]
 		msgs[k] = protocols.Message{Key: m.key, Value: m.payload, Headers: m.headers, Timestamp: m.eventTime}
@@ -414,10 +439,13 @@ func batchEntry(producer string, ms []message, seqs []int64, codec protocols.Cod
 		}
 	}
 	protocols.SetMessageExtras(&env, extras)
-	batch, err := protocols.AppendBatch(nil, protocols.BatchSpec{Codec: codec, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+	batch, err := protocols.AppendBatch(sc.batch[:0], protocols.BatchSpec{Codec: codec, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
 		msgs, comp)
 	if err != nil {
 		return protocols.ProduceRequest{}, err
+	}
+	if cap(batch) <= scratchRetain {
+		sc.batch = batch[:0]
 	}
 	h, err := protocols.ParseBatchHeader(batch)
 	if err != nil {
