@@ -13,8 +13,10 @@
 // joins (pebble reuses its flush buffers only for values up to 256 KiB).
 //
 // Appends assign offsets under the partition's append lock and hand their
-// batches, in offset order, to one committer, which fdatasyncs the
-// segments, applies the batches and fsyncs pebble's WAL once per group:
+// batches, in offset order, to one committer, which writes the small
+// records gathered since its last group (a large record is written by its
+// appender), fdatasyncs the segments, applies the batches and fsyncs
+// pebble's WAL once per group:
 // concurrent appenders, to one partition or many, share both fsyncs. A
 // pointer is applied only after its record's fdatasync. State that must
 // agree with the log (producer sequences, replication high-water marks,

@@ -1,6 +1,7 @@
 package localstore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -116,9 +117,18 @@ type segments struct {
 	dir  string
 	size int64 // a segment is closed once a record would take it past this
 
-	mu       sync.Mutex // guards what follows, and orders writes
-	active   *segFile
-	pos      int64 // next record's offset in active
+	mu     sync.Mutex // guards what follows, and orders writes
+	active *segFile
+	pos    int64 // next record's offset in active
+	// wbuf holds the small records written to active since the last
+	// flush, which start at wbase: they reach the file in one write, at
+	// the next sync, at a larger record, or when wbuf fills, not in one
+	// system call each. werr is the first failed flush's error; every
+	// sync from then on returns it, since records written before it were
+	// acknowledged to their callers as written.
+	wbuf     []byte
+	wbase    int64
+	werr     error
 	dirty    []*segFile
 	inflight map[uint32]int // segment -> records written, not yet in pebble
 	next     uint32         // the next segment number to use
@@ -356,8 +366,21 @@ func syncDir(fs vfs.FS, dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
+// Records of up to bufferedRecord bytes are gathered in segments.wbuf, up
+// to writeBuffer bytes, and written together; larger ones are written at
+// once, behind what is gathered. A syscall per small record cost more
+// than the copy (a WebSocket producer's 1 KiB messages, one entry each,
+// spent about 4 us of the node's CPU in each record's pwritev).
+const (
+	bufferedRecord = 16 << 10
+	writeBuffer    = 256 << 10
+)
+
 // write appends entry as a record and returns where it is. The record
-// counts as in flight until committed is called for its pointer.
+// counts as in flight until committed is called for its pointer. It is
+// durable once a sync that starts after write returns has returned; it
+// may not be in the file before (see wbuf), which is why records are read
+// only through pointers committed after such a sync.
 func (sg *segments) write(entry []byte) (segPointer, error) {
 	need := int64(segRecordHeader + len(entry))
 	if need > 1<<32-1 {
@@ -374,6 +397,9 @@ func (sg *segments) write(entry []byte) (segPointer, error) {
 		// for the next segment being made rather than make a later one
 		// (the one being made would then be written after it), and looks
 		// again: another write may have moved meanwhile.
+		if err := sg.flushLocked(); err != nil {
+			return segPointer{}, err
+		}
 		if sg.preparing {
 			sg.prepared.Wait()
 			continue
@@ -392,14 +418,24 @@ func (sg *segments) write(entry []byte) (segPointer, error) {
 			sg.spans = append(sg.spans, segSpan{f: f, base: sg.written.Load()})
 		}
 	}
-	// The write runs on to the end of its last page (zeros, until the next
-	// record), so it never starts a page it covers only in part. Such a
-	// page, in a reused segment whose old pages are not cached, would
-	// have to be read from the disk before the write could go on.
+	if len(sg.wbuf) == 0 {
+		sg.wbase = sg.pos
+	}
 	end := sg.pos + need
-	pad := min(alignUp(end, pageSize)-end, max(sg.size-end, 0))
-	if err := writeRecord(sg.active.f, sg.pos, h[:], entry, zeroPage[:pad]); err != nil {
-		return segPointer{}, err
+	if need <= bufferedRecord {
+		sg.wbuf = append(append(sg.wbuf, h[:]...), entry...)
+		if len(sg.wbuf) >= writeBuffer {
+			if err := sg.flushLocked(); err != nil {
+				return segPointer{}, err
+			}
+		}
+	} else {
+		if err := writeRecord(sg.active.f, sg.wbase, sg.wbuf, h[:], entry, sg.padding(end)); err != nil {
+			sg.wbuf = sg.wbuf[:0]
+			sg.werr = cmp.Or(sg.werr, err)
+			return segPointer{}, err
+		}
+		sg.wbuf = sg.wbuf[:0]
 	}
 	p := segPointer{Seg: sg.active.n, Off: uint32(sg.pos), Len: uint32(len(entry))}
 	sg.pos = end
@@ -413,6 +449,32 @@ func (sg *segments) write(entry []byte) (segPointer, error) {
 	}
 	sg.inflight[p.Seg]++
 	return p, nil
+}
+
+// padding returns the zeros a write ending at end runs on with: to the end
+// of its last page (until the next record), so a write never starts a page
+// it covers only in part. Such a page, in a reused segment whose old pages
+// are not cached, would have to be read from the disk before the write
+// could go on.
+func (sg *segments) padding(end int64) []byte {
+	return zeroPage[:min(alignUp(end, pageSize)-end, max(sg.size-end, 0))]
+}
+
+// flushLocked writes the gathered records to the active segment. sg.mu
+// is held.
+func (sg *segments) flushLocked() error {
+	if len(sg.wbuf) == 0 {
+		return nil
+	}
+	err := writeRecord(sg.active.f, sg.wbase, sg.wbuf, sg.padding(sg.wbase+int64(len(sg.wbuf))))
+	if cap(sg.wbuf) > 2*writeBuffer {
+		sg.wbuf = nil
+	}
+	sg.wbuf = sg.wbuf[:0]
+	if err != nil {
+		sg.werr = cmp.Or(sg.werr, err)
+	}
+	return err
 }
 
 // committed ends p's record's time in flight: its pointer is in pebble
@@ -429,6 +491,11 @@ func (sg *segments) committed(p segPointer) {
 // written before the call is durable when it returns.
 func (sg *segments) sync() error {
 	sg.mu.Lock()
+	_ = sg.flushLocked() // its error is werr
+	if err := sg.werr; err != nil {
+		sg.mu.Unlock()
+		return fmt.Errorf("localstore: writing segment records: %w", err)
+	}
 	dirty := sg.dirty
 	sg.dirty = nil
 	for _, f := range dirty {
@@ -666,6 +733,9 @@ func (sg *segments) close() error {
 		close(sg.dropKick)
 	}
 	sg.closed = true
+	// Records no sync covered were never acknowledged; they are written
+	// anyway, as they were before records were gathered.
+	_ = sg.flushLocked()
 	sg.mu.Unlock()
 	sg.pwg.Wait()
 	sg.rmu.Lock()

@@ -15,15 +15,16 @@ func allocate(f vfs.File, size int64) {
 	}
 }
 
-// writeRecord writes a record's header, entry and padding at off in one
-// pwritev, so the write covers its last page whole when it reaches the
-// kernel (see segments.write).
-func writeRecord(f vfs.File, off int64, h, entry, pad []byte) error {
+// writeRecord writes parts one after another at off in one pwritev
+// (records, then the padding to the end of the last page), so the write
+// covers its last page whole when it reaches the kernel (see
+// segments.write).
+func writeRecord(f vfs.File, off int64, parts ...[]byte) error {
 	fd := f.Fd()
 	if fd == vfs.InvalidFd {
-		return writeRecordAt(f, off, h, entry, pad)
+		return writeRecordAt(f, off, parts...)
 	}
-	iov := [][]byte{h, entry, pad}
+	iov := parts
 	for {
 		n, err := unix.Pwritev(int(fd), iov, off)
 		if err == unix.EINTR {
