@@ -69,6 +69,11 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 
+	out, err = exec.Command(bin, "bench", "produce", "--protocol", "kafka", "--no-batching").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--no-batching is for --protocol pulsar") {
+		t.Errorf("--no-batching with kafka: %v\n%s", err, out)
+	}
+
 	cmd = exec.Command(bin, "bench", "produce", "--protocol", "pulsar")
 	cmd.Env = append(os.Environ(), "PATH=/nonexistent")
 	out, err = cmd.CombinedOutput()

@@ -22,6 +22,9 @@ type Config struct {
 	AdminURL string
 	// Linger is the batching delay. Default 1ms (pulsar-perf's).
 	Linger time.Duration
+	// NoBatching has producers send each message alone, as pulsar-perf's
+	// --disable-batching does (the client's DisableBatching).
+	NoBatching bool
 	// Namespace holds the topics. Default public/default.
 	Namespace string
 }
@@ -102,6 +105,7 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (perf.Producer, 
 		BatchingMaxMessages: 1000,
 		BatchingMaxSize:     128 << 10,
 		MaxPendingMessages:  10000,
+		DisableBatching:     d.cfg.NoBatching,
 	})
 	if err != nil {
 		cl.Close()

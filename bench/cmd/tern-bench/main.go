@@ -74,7 +74,7 @@ func pulsarDriver(f *perfcli.Flags) (perf.Driver, error) {
 	if !strings.Contains(u, "://") {
 		u = "http://" + u
 	}
-	return pulsardriver.New(pulsardriver.Config{URL: f.PulsarURL, AdminURL: u, Linger: f.Linger})
+	return pulsardriver.New(pulsardriver.Config{URL: f.PulsarURL, AdminURL: u, Linger: f.Linger, NoBatching: f.NoBatching})
 }
 
 func compareCmd() *cobra.Command {

@@ -48,6 +48,8 @@ type Flags struct {
 	// WSBatching has WebSocket producers ask for batching, with Linger
 	// as the batching delay.
 	WSBatching bool
+	// NoBatching has Pulsar producers send each message alone.
+	NoBatching bool
 	// CPUProfile, if set, is where the load generator's own CPU profile
 	// of the run goes (the client library's cost, which shares the
 	// machine with the server).
@@ -122,6 +124,7 @@ func command(mode perf.Mode, short string, opts Options) *cobra.Command {
 	fl.DurationVar(&f.Linger, "linger", time.Millisecond, "producer batching delay (Kafka linger, Pulsar batching max publish delay)")
 	fl.StringVar(&f.Compression, "compression", "none", "Kafka batch compression: none, gzip, snappy, lz4, zstd")
 	fl.BoolVar(&f.WSBatching, "ws-batching", false, "WebSocket producers ask the node to batch (batchingEnabled=true; --linger is the delay)")
+	fl.BoolVar(&f.NoBatching, "no-batching", false, "Pulsar producers send each message alone (pulsar-perf's --disable-batching)")
 	fl.IntVar(&f.FetchSize, "fetch-size", 1<<20, "Kafka consumers' most bytes per partition per fetch (max.partition.fetch.bytes)")
 	fl.StringVar(&f.CPUProfile, "client-cpuprofile", "", "write this load generator's CPU profile of the run to this file")
 	fl.StringVar(&f.Trace, "client-trace", "", "write this load generator's execution trace of the run to this file (large: keep runs short)")
@@ -138,6 +141,9 @@ func envOr(k, def string) string {
 func run(cmd *cobra.Command, f *Flags, opts Options) error {
 	if !slices.Contains(opts.Protocols, f.Protocol) {
 		return UsageError{fmt.Errorf("--protocol %q: want one of %s", f.Protocol, strings.Join(opts.Protocols, ", "))}
+	}
+	if f.NoBatching && f.Protocol != "pulsar" {
+		return UsageError{fmt.Errorf("--no-batching is for --protocol pulsar; a WebSocket producer sends each message alone unless --ws-batching is given")}
 	}
 	ctx := cmd.Context()
 	if ctx == nil {
