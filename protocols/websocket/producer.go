@@ -45,8 +45,8 @@ package websocket
 // entries mean less work per message for the node: one append, one
 // checksum and one index write per batch. maxPendingMessages still counts
 // messages, those in the batch being filled included: when the session
-// holds that many, it writes the batch at once and reads on as answers go
-// out.
+// holds that many, it waits for answers, and writes the batch at once if
+// its messages are all it holds (no answer could come otherwise).
 
 import (
 	"context"
@@ -290,9 +290,11 @@ func (ps *producerSession) start(ss *session, i int, req protocols.ProduceReques
 }
 
 // hold takes a batching session's token for one more message. With none
-// left, it writes the batch being filled, whose messages hold tokens that
-// only their answers give back, and waits for an answer; false if the
-// session ends first.
+// left, it waits for an answer to give one back; false if the session
+// ends first. If the batch being filled holds every token, no answer can
+// come until it is written, so it is written first. Otherwise it is left
+// to grow: answers to messages written before free tokens one by one, and
+// writing the batch at each moment they run out made batches of one.
 func (ps *producerSession) hold(ss *session) bool {
 	select {
 	case ps.held <- struct{}{}:
@@ -300,7 +302,9 @@ func (ps *producerSession) hold(ss *session) bool {
 	default:
 	}
 	ps.mu.Lock()
-	ps.flush(ss)
+	if b := ps.batch; b != nil && len(b.msgs) >= len(ps.held) {
+		ps.flush(ss)
+	}
 	ps.mu.Unlock()
 	select {
 	case ps.held <- struct{}{}:
