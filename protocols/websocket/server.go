@@ -128,15 +128,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	// The client has its 101 from here on: the session counts as opened
 	// even when a shutdown that began meanwhile closes it at once.
 	s.m.opened(t.kind, 1)
-	defer s.m.opened(t.kind, -1)
 	registered = s.register(ss)
 	if !registered {
 		ep.abort()
 		ss.closeWith(websocket.StatusGoingAway, "the node is shutting down")
 		ss.end()
+		s.m.opened(t.kind, -1)
 		return nil
 	}
-	defer s.deregister(ss)
+	// The session stops counting as open before it deregisters: Close
+	// returns once every session has deregistered, and the metrics then
+	// show none open.
+	defer func() {
+		s.m.opened(t.kind, -1)
+		s.deregister(ss)
+	}()
 	ep.run(ss)
 	ss.end()
 	return nil
