@@ -305,6 +305,12 @@ func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 			return ctx.Err()
 		}
 	}
+	r.open(ctx)
+	return r.measure(ctx, early)
+}
+
+// open starts the measured window.
+func (r *run) open(ctx context.Context) {
 	r.windowStart = time.Now()
 	r.clientCPU = selfCPU()
 	r.sampleServer(ctx, true)
@@ -313,6 +319,11 @@ func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 		rec.measuring.Store(true)
 	}
 	r.phase.Store("measure")
+}
+
+// measure ends the window open opened after the run's duration, or
+// early.
+func (r *run) measure(ctx context.Context, early <-chan struct{}) error {
 	t := time.NewTimer(r.cfg.Duration)
 	defer t.Stop()
 	var err error
@@ -391,6 +402,12 @@ func (r *run) runConsume(ctx context.Context) error {
 	drained, warm := make(chan struct{}), make(chan struct{})
 	var drainOnce, warmOnce sync.Once
 	target, warmTarget := r.cfg.Backlog, max(r.cfg.Backlog/warmBacklogShare, 1)
+	if r.cfg.Warmup == 0 {
+		// The window opens before the consumers start (their setup is
+		// measured): opened after, it missed a small backlog that they
+		// had read meanwhile.
+		r.open(ctx)
+	}
 	cs, err := r.consumers(ctx, func(p []byte) {
 		r.con.record(len(p), 0)
 		n := r.con.total.Load()
@@ -404,7 +421,12 @@ func (r *run) runConsume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	werr := r.window(ctx, drained, warm)
+	var werr error
+	if r.cfg.Warmup == 0 {
+		werr = r.measure(ctx, drained)
+	} else {
+		werr = r.window(ctx, drained, warm)
+	}
 	r.stopped.Store(true)
 	cerr := closeAll(cs)
 	r.res.Consume = r.figures(r.con, false)
