@@ -305,11 +305,14 @@ func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 			return ctx.Err()
 		}
 	}
-	r.open(ctx)
+	if r.windowStart.IsZero() {
+		r.open(ctx)
+	}
 	return r.measure(ctx, early)
 }
 
-// open starts the measured window.
+// open starts the measured window; window does unless a run opened it
+// before.
 func (r *run) open(ctx context.Context) {
 	r.windowStart = time.Now()
 	r.clientCPU = selfCPU()
@@ -321,8 +324,7 @@ func (r *run) open(ctx context.Context) {
 	r.phase.Store("measure")
 }
 
-// measure ends the window open opened after the run's duration, or
-// early.
+// measure closes the open window after the run's duration, or early.
 func (r *run) measure(ctx context.Context, early <-chan struct{}) error {
 	t := time.NewTimer(r.cfg.Duration)
 	defer t.Stop()
@@ -421,12 +423,7 @@ func (r *run) runConsume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var werr error
-	if r.cfg.Warmup == 0 {
-		werr = r.measure(ctx, drained)
-	} else {
-		werr = r.window(ctx, drained, warm)
-	}
+	werr := r.window(ctx, drained, warm)
 	r.stopped.Store(true)
 	cerr := closeAll(cs)
 	r.res.Consume = r.figures(r.con, false)
