@@ -107,3 +107,43 @@ func TestSegmentCacheZeroKeepsPages(t *testing.T) {
 		t.Errorf("segment 1 has %d of its %d pages cached with no cache bound; nothing should drop them", in, all)
 	}
 }
+
+// Entries that do not end on folio boundaries still have every page
+// behind the bound dropped: the kernel drops only folios a range covers
+// whole, so ranges that started where the last one ended left a folio
+// across each boundary cached (68 of segment 1's 256 pages here).
+func TestOddEntriesDropWholeFolios(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skip("the test directory is on tmpfs, whose pages are its data and are never dropped")
+	}
+	s, pid := openTopic(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 256 << 10}, "odd")
+	for i := range 48 {
+		appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("o%d", i), 1+i%5, (3+i*7919%61)<<10+i*13, 1000), DurabilitySync)
+	}
+	files := segmentFiles(t, dir)
+	if len(files) < 5 {
+		t.Fatalf("%d segments written; the test wants at least 5", len(files))
+	}
+	old := files[:len(files)-3] // the newest 256 KiB is in the last three at most
+	var cached []int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		cached = cached[:0]
+		sum := 0
+		for _, f := range old {
+			in, _ := resident(t, f)
+			cached = append(cached, in)
+			sum += in
+		}
+		if sum == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pages still cached in the %d oldest segments, all more than 256 KiB behind the newest: %v", len(old), cached)
+		}
+	}
+}

@@ -544,6 +544,10 @@ func (sg *segments) droppedBytes() int64 {
 	return sg.dropped
 }
 
+// dropAlign is the largest folio the page cache makes (a PMD, 2 MiB on
+// x86-64 and arm64 with 4 KiB pages).
+const dropAlign = 2 << 20
+
 // dropRange is a run of a segment's bytes whose pages are to be dropped.
 type dropRange struct {
 	f      *segFile
@@ -552,7 +556,12 @@ type dropRange struct {
 
 // dropOld drops the pages of the durable bytes more than cache behind the
 // newest. A page a range covers in part is kept, and dropped with the next
-// range, which starts at its page.
+// range, which starts at its page. The kernel caches a file in folios of
+// up to 2 MiB and drops only the folios a range covers whole, so a range
+// starts at the 2 MiB boundary at or before the last one's end: started
+// at its page, a folio across the boundary was never dropped, and in a
+// test writing 100 KiB entries a third of the pages behind the bound
+// stayed cached.
 func (sg *segments) dropOld() {
 	sg.mu.Lock()
 	limit := sg.synced - sg.cache
@@ -564,7 +573,7 @@ func (sg *segments) dropOld() {
 		// are dropped to the end of the file.
 		done := sp.f != sg.active && sp.end <= limit
 		if hi > lo || done {
-			off := (min(lo, sp.end) - sp.base) &^ (pageSize - 1)
+			off := (min(lo, sp.end) - sp.base) &^ (dropAlign - 1)
 			r := dropRange{f: sp.f, off: off, n: hi - sp.base - off}
 			if done {
 				r.n = 0
