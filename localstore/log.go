@@ -557,7 +557,7 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 		if len(run.items) == 0 {
 			return nil
 		}
-		room(int(run.end - run.off))
+		room(int(run.end-run.off) + s.segs.slack(run.seg, run.off, run.end-run.off))
 		var at int
 		var err error
 		if buf, at, err = s.segs.readSpan(run.seg, run.off, run.end-run.off, buf); err != nil {

@@ -41,6 +41,10 @@ type Metrics struct {
 	SegmentBytesWritten int64
 	SegmentFsync        FsyncHistogram
 	SegmentCacheDropped int64
+	// SegmentDirectReadBytes is how many bytes reads took straight from
+	// the disk since open, past the page cache: those of segments whose
+	// pages were dropped, or written before open.
+	SegmentDirectReadBytes int64
 	// SegmentPoolBytes is the part of DiskBytes that removed segments
 	// kept for reuse take: space new segments are written into before
 	// any more is taken.
@@ -50,16 +54,17 @@ type Metrics struct {
 // Metrics returns current figures.
 func (s *Store) Metrics() Metrics {
 	m := Metrics{
-		AppendedEntries:     s.stats.appends.Load(),
-		AppendedBytes:       s.stats.appendBytes.Load(),
-		AppendedRecords:     s.stats.records.Load(),
-		SyncWaits:           s.stats.syncWaits.Load(),
-		WriteStalls:         s.writeStalls.Load(),
-		Failed:              s.failed.Load() != nil,
-		Segments:            s.segs.count(),
-		SegmentBytesWritten: s.segs.written.Load(),
-		SegmentFsync:        fsyncHistogram(s.segs.fsync, 1),
-		SegmentCacheDropped: s.segs.droppedBytes(),
+		AppendedEntries:        s.stats.appends.Load(),
+		AppendedBytes:          s.stats.appendBytes.Load(),
+		AppendedRecords:        s.stats.records.Load(),
+		SyncWaits:              s.stats.syncWaits.Load(),
+		WriteStalls:            s.writeStalls.Load(),
+		Failed:                 s.failed.Load() != nil,
+		Segments:               s.segs.count(),
+		SegmentBytesWritten:    s.segs.written.Load(),
+		SegmentFsync:           fsyncHistogram(s.segs.fsync, 1),
+		SegmentCacheDropped:    s.segs.droppedBytes(),
+		SegmentDirectReadBytes: s.segs.directBytes.Load(),
 	}
 	s.mu.RLock()
 	m.Topics = len(s.mu.topics)

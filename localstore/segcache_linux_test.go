@@ -1,9 +1,11 @@
 package localstore
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -105,6 +107,120 @@ func TestSegmentCacheZeroKeepsPages(t *testing.T) {
 	first := filepath.Join(dir, segmentsDir, segName(1))
 	if in, all := resident(t, first); in < all/2 {
 		t.Errorf("segment 1 has %d of its %d pages cached with no cache bound; nothing should drop them", in, all)
+	}
+}
+
+// cachedPages counts the segment pages in the page cache under dir.
+func cachedPages(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	for _, f := range segmentFiles(t, dir) {
+		in, _ := resident(t, f)
+		n += in
+	}
+	return n
+}
+
+// droppedAll waits until every page of segment 1 is out of the cache.
+func droppedAll(t *testing.T, dir string) {
+	t.Helper()
+	first := filepath.Join(dir, segmentsDir, segName(1))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if in, _ := resident(t, first); in == 0 {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("segment 1 still has %d pages cached", in)
+		}
+	}
+}
+
+// Bytes whose pages were dropped are read past the page cache: reading the
+// whole log back returns every entry as written, counts the bytes read
+// that way, and leaves the dropped segments' pages uncached (read through
+// the cache, each would be a new page again).
+func TestDroppedBytesReadPastTheCache(t *testing.T) {
+	s, dir, pid, want := writtenSegments(t, 1<<20)
+	droppedAll(t, dir)
+	before := cachedPages(t, dir)
+	sameEntries(t, readAll(t, s, pid), want)
+	m := s.Metrics()
+	if m.SegmentDirectReadBytes < 3<<20 {
+		t.Errorf("%d bytes read past the cache; want the 4 MiB or so dropped", m.SegmentDirectReadBytes)
+	}
+	first := filepath.Join(dir, segmentsDir, segName(1))
+	if in, all := resident(t, first); in != 0 {
+		t.Errorf("reading segment 1 back put %d of its %d pages in the cache", in, all)
+	}
+	if after := cachedPages(t, dir); after > before+2 {
+		t.Errorf("%d segment pages cached after reading the log, %d before: the dropped part was read through the cache", after, before)
+	}
+}
+
+// A read past the cache starts and ends anywhere in a page: records of
+// every length, read from each entry and from inside entries, with one
+// entry or many at a time, are the ones written; so are single entries
+// too small to bypass the cache.
+func TestDirectReadsAtAnyOffset(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skip("the test directory is on tmpfs, which has no O_DIRECT")
+	}
+	s, pid := openTopic(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 256 << 10}, "odd")
+	var want [][]byte
+	for i := range 48 {
+		n := 1 + i%5
+		size := (3+i*7919%61)<<10 + i*13 // 3 to 63 KiB a message, odd lengths
+		want = append(want, appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("o%d", i), n, size, 1000), DurabilitySync))
+	}
+	droppedAll(t, dir)
+	sameEntries(t, readAll(t, s, pid), want)
+	start, hw, err := s.Offsets(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from := start; from < hw; from += 2 {
+		for _, limit := range []int{1, 200 << 10, 1 << 20} {
+			es, err := s.Read(pid, from, limit)
+			if err != nil {
+				t.Fatalf("read at %d, at most %d bytes: %v", from, limit, err)
+			}
+			if len(es) == 0 || es[0].BaseOffset > from || from >= es[0].BaseOffset+es[0].Count {
+				t.Fatalf("read at %d: the first entry returned does not hold it", from)
+			}
+			for _, e := range es {
+				i := slices.IndexFunc(want, func(w []byte) bool { return bytes.Equal(w, e.Value) })
+				if i < 0 {
+					t.Fatalf("read at %d, at most %d bytes: entry at %d is not one appended", from, limit, e.BaseOffset)
+				}
+			}
+		}
+	}
+	if m := s.Metrics(); m.SegmentDirectReadBytes == 0 {
+		t.Error("no byte was read past the cache")
+	}
+}
+
+// After a reopen, the segments of the run before are read past the cache,
+// and the new run's writes go on into the spare segment, which is not.
+func TestReopenedSegmentsReadPastTheCache(t *testing.T) {
+	s, dir, pid, want := writtenSegments(t, 1<<20)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 1 << 20})
+	sameEntries(t, readAll(t, s, pid), want)
+	old := s.Metrics().SegmentDirectReadBytes
+	if old < 4<<20 {
+		t.Errorf("%d bytes read past the cache after a reopen; want the whole 5 MiB log or so", old)
+	}
+	more := appendStamped(t, s, pid, makeEntry(t, "after", 1, 128<<10, 2000), DurabilitySync)
+	sameEntries(t, readAll(t, s, pid), append(want, more))
+	if got := s.Metrics().SegmentDirectReadBytes - old; got != old {
+		t.Errorf("reading the log again took %d bytes past the cache, the first time %d: the entry written after the reopen should have been read through it", got, old)
 	}
 }
 

@@ -106,6 +106,13 @@ type segFile struct {
 	n     uint32
 	f     vfs.File
 	dirty bool // written since its last fdatasync; under segments.mu
+	// cold is the offset below which the page cache no longer holds the
+	// file's bytes: dropOld dropped them, or (math.MaxInt64) the file is
+	// from before open. Reads below it bypass the page cache (readDirect).
+	cold atomic.Int64
+	// direct is the file opened again for those reads: 0 until the first,
+	// -1 where it cannot be, else its descriptor plus one.
+	direct atomic.Int64
 }
 
 // segments is the set of segment files.
@@ -164,8 +171,9 @@ type segments struct {
 	dropped  int64 // stream position below which pages were dropped
 	dropKick chan struct{}
 
-	written atomic.Int64         // bytes written since open
-	fsync   prometheus.Histogram // each sync's latency, in seconds
+	written     atomic.Int64         // bytes written since open
+	directBytes atomic.Int64         // bytes read past the page cache since open
+	fsync       prometheus.Histogram // each sync's latency, in seconds
 }
 
 // segSpan is where a segment's bytes are in the write stream.
@@ -264,6 +272,14 @@ func openSegments(fs vfs.FS, dir string, size, cache int64) (*segments, error) {
 		}
 	}
 	if cache > 0 {
+		// What the last run wrote is read past the page cache: its pages
+		// are gone after a reboot, and the last run dropped most of the
+		// rest. The spare is this run's to write.
+		for _, f := range sg.files {
+			if f != sg.spare {
+				f.cold.Store(math.MaxInt64)
+			}
+		}
 		sg.dropKick = make(chan struct{}, 1)
 		sg.pwg.Add(1)
 		go sg.dropLoop()
@@ -595,6 +611,12 @@ func (sg *segments) dropOld() {
 	for _, r := range work {
 		if sg.files[r.f.n] == r.f { // not removed meanwhile
 			dropPages(r.f.f, r.off, r.n)
+			// Only this goroutine moves cold after open.
+			end := int64(math.MaxInt64)
+			if r.n > 0 {
+				end = r.off + r.n
+			}
+			r.f.cold.Store(max(r.f.cold.Load(), end))
 		}
 	}
 }
@@ -623,6 +645,11 @@ func (sg *segments) readSpan(seg, off, n uint32, buf []byte) ([]byte, int, error
 	f := sg.files[seg]
 	if f == nil {
 		return buf, 0, fmt.Errorf("%w: segment %d of an entry is missing", ErrCorrupt, seg)
+	}
+	if f.readsDirect(int64(off), int(n)) {
+		if b, at, ok := sg.readDirect(f, int64(off), int(n), buf); ok {
+			return b, at, nil
+		}
 	}
 	at := len(buf)
 	buf = slices.Grow(buf, int(n))[:at+int(n)]
@@ -682,6 +709,7 @@ func (sg *segments) removeBelow(keep uint32) (int, error) {
 	now := time.Now()
 	var kept []pooled
 	for _, f := range gone {
+		closeDirect(f)
 		errs = append(errs, f.f.Close())
 		name := sg.fs.PathJoin(sg.dir, segName(f.n))
 		if sg.fs.Rename(name, sg.fs.PathJoin(sg.dir, recycleName(f.n))) == nil {
@@ -751,6 +779,7 @@ func (sg *segments) close() error {
 	defer sg.rmu.Unlock()
 	var errs []error
 	for n, f := range sg.files {
+		closeDirect(f)
 		errs = append(errs, f.f.Close())
 		delete(sg.files, n)
 	}

@@ -55,3 +55,35 @@ func dropPages(f vfs.File, off, n int64) {
 		_ = unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
 	}
 }
+
+// openDirect opens the file at path for reads past the page cache; -1
+// when it cannot be (a file system without O_DIRECT says EINVAL).
+func openDirect(path string) int {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// preadDirect reads into b, page-aligned in memory, at off, page-aligned,
+// until b is full or the file ends.
+func preadDirect(fd int, b []byte, off int64) (int, error) {
+	got := 0
+	for got < len(b) {
+		n, err := unix.Pread(fd, b[got:], off+int64(got))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return got, err
+		}
+		if n == 0 {
+			break
+		}
+		got += n
+	}
+	return got, nil
+}
+
+func closeFd(fd int) { _ = unix.Close(fd) }

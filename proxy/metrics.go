@@ -47,6 +47,7 @@ var (
 		{"tern_storage_segments", "Segment files holding log entries.", false},
 		{"tern_storage_segment_written_bytes_total", "Bytes written to segment files.", true},
 		{"tern_storage_segment_cache_dropped_bytes_total", "Bytes of segment data whose pages were dropped from the page cache once more than storage.segment_cache behind the newest.", true},
+		{"tern_storage_segment_direct_read_bytes_total", "Bytes of segment data read straight from the disk, past the page cache: data older than storage.segment_cache, or written before the node started.", true},
 		{"tern_storage_failed", "1 when a write error stopped storage.", false},
 		{"tern_ready", "1 when the node is ready.", false},
 	}
@@ -98,6 +99,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		"tern_storage_segments":                          float64(m.Segments),
 		"tern_storage_segment_written_bytes_total":       float64(m.SegmentBytesWritten),
 		"tern_storage_segment_cache_dropped_bytes_total": float64(m.SegmentCacheDropped),
+		"tern_storage_segment_direct_read_bytes_total":   float64(m.SegmentDirectReadBytes),
 		"tern_storage_failed":                            b(m.Failed),
 		"tern_ready":                                     b(c.n.Ready()),
 	}
