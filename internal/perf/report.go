@@ -28,6 +28,12 @@ type Result struct {
 	LoadEnd       [3]float64 `json:"load_end"`
 	WarmupSeconds float64    `json:"warmup_s"`
 	Seconds       float64    `json:"measured_s"`
+	// CatchUpSeconds (e2e) is how long after the warm-up the window
+	// waited for the consumers to be less than 100 ms behind the
+	// producers; BehindAtWindow is how many messages acknowledged 100 ms
+	// before it opened they still lacked (0: they had caught up).
+	CatchUpSeconds float64 `json:"catch_up_s,omitempty"`
+	BehindAtWindow int64   `json:"behind_at_window,omitempty"`
 
 	// Publish is acknowledged publishes (latency: send to ack).
 	Publish *Figures `json:"publish,omitempty"`
@@ -205,6 +211,13 @@ func (res *Result) WriteTable(w io.Writer) error {
 		res.Label, res.Mode, res.MessageSize, res.Partitions, res.Producers, res.Consumers, rate, res.WarmupSeconds, res.Seconds)
 	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
 		res.LoadStart[0], res.LoadStart[1], res.LoadStart[2], res.LoadEnd[0], res.LoadEnd[1], res.LoadEnd[2])
+	if res.Mode == ModeE2E && res.WarmupSeconds > 0 {
+		if res.BehindAtWindow > 0 {
+			fmt.Fprintf(w, "the consumers were still more than 100 ms (%d messages) behind when the window opened, %.1fs after the warm-up\n", res.BehindAtWindow, res.CatchUpSeconds)
+		} else {
+			fmt.Fprintf(w, "the consumers were less than 100 ms behind %.2fs after the warm-up; then the window opened\n", res.CatchUpSeconds)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tmessages\tmsgs/s\tMB/s\tp50 ms\tp95 ms\tp99 ms\tp99.9 ms\tmax ms\t")
 	row := func(name string, f *Figures) {

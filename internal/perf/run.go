@@ -75,6 +75,8 @@ type run struct {
 	pub, con *recorder
 	phase    atomic.Value // string shown in progress lines
 
+	// settle, if set, runs between the warm-up and the window.
+	settle func(context.Context) error
 	// stopped is set once the window is over: errors from then on come
 	// from tearing down, not from the system.
 	stopped  atomic.Bool
@@ -305,11 +307,72 @@ func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 			return ctx.Err()
 		}
 	}
+	if r.settle != nil {
+		if err := r.settle(ctx); err != nil {
+			return err
+		}
+	}
 	if r.windowStart.IsZero() {
 		r.open(ctx)
 	}
 	return r.measure(ctx, early)
 }
+
+// catchUp waits, after an e2e warm-up, until the consumers are less than
+// catchUpLag behind (they have received every message acknowledged that
+// long ago), at most as long again as the warm-up. A run's start leaves
+// them behind: the producers send a burst to catch up with their
+// schedule, and a consumer's fetch sizes let it read only so much faster
+// than the rate; a window opened before they drain that backlog times its
+// first messages behind it, which is the run's start, not the system's
+// end-to-end latency. A consumer that cannot keep up does not catch up,
+// and the window opens on it as it is; the result says how far behind it
+// was.
+func (r *run) catchUp(ctx context.Context) error {
+	if r.cfg.Warmup <= 0 {
+		return nil
+	}
+	r.phase.Store("catch-up")
+	start := time.Now()
+	deadline := start.Add(r.cfg.Warmup)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	// acked holds (time, acknowledged count) samples of the last catchUpLag.
+	type sample struct {
+		at    time.Time
+		acked int64
+	}
+	acked := []sample{{start, r.pub.total.Load()}}
+	want := acked[0].acked
+	for {
+		now := time.Now()
+		acked = append(acked, sample{now, r.pub.total.Load()})
+		for len(acked) > 1 && now.Sub(acked[1].at) >= catchUpLag {
+			acked = acked[1:]
+		}
+		if now.Sub(acked[0].at) >= catchUpLag {
+			want = acked[0].acked
+			if r.con.total.Load() >= want {
+				break
+			}
+		}
+		if !now.Before(deadline) {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.res.CatchUpSeconds = time.Since(start).Seconds()
+	r.res.BehindAtWindow = max(0, want-r.con.total.Load())
+	return nil
+}
+
+// catchUpLag is how far behind the producers consumers may be for an e2e
+// window to open: a latency the window measures, not a backlog.
+const catchUpLag = 100 * time.Millisecond
 
 // open starts the measured window; window does unless a run opened it
 // before.
@@ -370,6 +433,7 @@ func (r *run) runProduce(ctx context.Context) error {
 	if err := r.await(ctx, ready, errc); err != nil {
 		return err
 	}
+	r.settle = r.catchUp
 	werr := r.window(ctx, nil, nil)
 	r.stopped.Store(true)
 	close(stop)
@@ -453,6 +517,7 @@ func (r *run) runE2E(ctx context.Context) error {
 	if err := r.await(ctx, ready, errc); err != nil {
 		return err
 	}
+	r.settle = r.catchUp
 	werr := r.window(ctx, nil, nil)
 	close(stop)
 	perr := <-errc

@@ -1,0 +1,140 @@
+package perf
+
+import (
+	"context"
+	"io"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lagDriver is an in-process log whose consumers, once they have the
+// producers' first message, stall for a fixed time and then keep up: what
+// a real run's start does (the producers send a burst to catch up with
+// their schedule, and the consumers fall behind it), made repeatable.
+type lagDriver struct {
+	lag time.Duration
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	log  [][]byte
+}
+
+func newLagDriver(lag time.Duration) *lagDriver {
+	d := &lagDriver{lag: lag}
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+func (d *lagDriver) Name() string                                   { return "lag" }
+func (d *lagDriver) CreateTopic(context.Context, string, int) error { return nil }
+func (d *lagDriver) Close() error                                   { return nil }
+func (d *lagDriver) NewProducer(context.Context, string) (Producer, error) {
+	return lagProducer{d}, nil
+}
+
+type lagProducer struct{ d *lagDriver }
+
+func (p lagProducer) Send(_ context.Context, payload []byte, done func(error)) {
+	p.d.mu.Lock()
+	p.d.log = append(p.d.log, append([]byte(nil), payload...))
+	p.d.cond.Broadcast()
+	p.d.mu.Unlock()
+	done(nil)
+}
+func (lagProducer) Flush(context.Context) error { return nil }
+func (lagProducer) Close() error                { return nil }
+
+type lagConsumer struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+	d    *lagDriver
+}
+
+func (c *lagConsumer) Close() error {
+	close(c.stop)
+	c.d.mu.Lock()
+	c.d.cond.Broadcast()
+	c.d.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+func (d *lagDriver) NewConsumer(_ context.Context, _ string, _, _, _ int, handle func([]byte)) (Consumer, error) {
+	c := &lagConsumer{stop: make(chan struct{}), d: d}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for next := 0; ; next++ {
+			if next == 1 {
+				select {
+				case <-time.After(d.lag):
+				case <-c.stop:
+					return
+				}
+			}
+			d.mu.Lock()
+			for next >= len(d.log) {
+				select {
+				case <-c.stop:
+					d.mu.Unlock()
+					return
+				default:
+				}
+				d.cond.Wait()
+			}
+			m := d.log[next]
+			d.mu.Unlock()
+			handle(m)
+		}
+	}()
+	return c, nil
+}
+
+// An e2e window opens once the consumers have caught up with the
+// producers: consumers that stall 600 ms as the load starts, with a
+// 400 ms warm-up, would otherwise time the window's first 200 ms behind
+// that stall.
+func TestE2EWindowOpensOnceConsumersCaughtUp(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Mode = ModeE2E
+	cfg.Rate = 2000
+	cfg.MessageSize = 100
+	cfg.Warmup = 400 * time.Millisecond
+	cfg.Duration = 500 * time.Millisecond
+	cfg.Progress = io.Discard
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Run(ctx, cfg, newLagDriver(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BehindAtWindow != 0 || res.CatchUpSeconds < 0.15 || res.CatchUpSeconds > 0.4 {
+		t.Errorf("window opened %.2fs after the warm-up, %d messages behind; want about 0.2s later, caught up", res.CatchUpSeconds, res.BehindAtWindow)
+	}
+	if p99 := res.Consume.Latency.P99; p99 > 100 {
+		t.Errorf("e2e p99 %.1f ms: the window timed the consumers' late start", p99)
+	}
+}
+
+// Consumers that never catch up do not hold the window: it opens after as
+// long again as the warm-up, and the result says how far behind they were.
+func TestE2EWindowOpensOnConsumersThatLag(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Mode = ModeE2E
+	cfg.Rate = 2000
+	cfg.MessageSize = 100
+	cfg.Warmup = 200 * time.Millisecond
+	cfg.Duration = 1500 * time.Millisecond
+	cfg.DrainTimeout = 3 * time.Second
+	cfg.Progress = io.Discard
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Run(ctx, cfg, newLagDriver(1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BehindAtWindow == 0 || res.CatchUpSeconds < 0.2 || res.CatchUpSeconds > 0.5 {
+		t.Errorf("window opened %.2fs after the warm-up, %d messages behind; want 0.2s later, behind", res.CatchUpSeconds, res.BehindAtWindow)
+	}
+}
