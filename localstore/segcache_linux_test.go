@@ -46,18 +46,40 @@ func resident(t *testing.T, path string) (in, all int) {
 	return in, len(vec)
 }
 
-// writtenSegments fills a store with cache bytes of page cache with
-// entries across several 1 MiB segments and returns it, its directory and
-// the entries.
-func writtenSegments(t *testing.T, cache int64) (*Store, string, PartitionID, [][]byte) {
+// diskDir is a test directory on a file system that drops pages and reads
+// past its cache; the test is skipped on tmpfs, which does neither.
+func diskDir(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Type == unix.TMPFS_MAGIC {
-		t.Skip("the test directory is on tmpfs, whose pages are its data and are never dropped")
+		t.Skip("the test directory is on tmpfs, whose pages are its data: never dropped, and no O_DIRECT")
 	}
+	return dir
+}
+
+// oddEntries fills a store with a 256 KiB page cache with 48 entries of
+// 1-5 messages of 3-63 KiB and odd lengths, across about five 1 MiB
+// segments, and returns it, its directory and the entries.
+func oddEntries(t *testing.T) (*Store, string, PartitionID, [][]byte) {
+	dir := diskDir(t)
+	s, pid := openTopic(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 256 << 10}, "odd")
+	var want [][]byte
+	for i := range 48 {
+		e := makeEntry(t, fmt.Sprintf("o%d", i), 1+i%5, (3+i*7919%61)<<10+i*13, 1000)
+		want = append(want, appendStamped(t, s, pid, e, DurabilitySync))
+	}
+	return s, dir, pid, want
+}
+
+// writtenSegments fills a store with cache bytes of page cache with
+// entries across several 1 MiB segments and returns it, its directory and
+// the entries.
+func writtenSegments(t *testing.T, cache int64) (*Store, string, PartitionID, [][]byte) {
+	dir := diskDir(t)
 	s, pid := openTopic(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: cache}, "cache")
 	var want [][]byte
 	for i := range 40 { // 40 x 128 KiB: five segments
@@ -161,21 +183,7 @@ func TestDroppedBytesReadPastTheCache(t *testing.T) {
 // entry or many at a time, are the ones written; so are single entries
 // too small to bypass the cache.
 func TestDirectReadsAtAnyOffset(t *testing.T) {
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC {
-		t.Skip("the test directory is on tmpfs, which has no O_DIRECT")
-	}
-	s, pid := openTopic(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 256 << 10}, "odd")
-	var want [][]byte
-	for i := range 48 {
-		n := 1 + i%5
-		size := (3+i*7919%61)<<10 + i*13 // 3 to 63 KiB a message, odd lengths
-		want = append(want, appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("o%d", i), n, size, 1000), DurabilitySync))
-	}
+	s, dir, pid, want := oddEntries(t)
 	droppedAll(t, dir)
 	sameEntries(t, readAll(t, s, pid), want)
 	start, hw, err := s.Offsets(pid)
@@ -229,18 +237,7 @@ func TestReopenedSegmentsReadPastTheCache(t *testing.T) {
 // whole, so ranges that started where the last one ended left a folio
 // across each boundary cached (68 of segment 1's 256 pages here).
 func TestOddEntriesDropWholeFolios(t *testing.T) {
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC {
-		t.Skip("the test directory is on tmpfs, whose pages are its data and are never dropped")
-	}
-	s, pid := openTopic(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 256 << 10}, "odd")
-	for i := range 48 {
-		appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("o%d", i), 1+i%5, (3+i*7919%61)<<10+i*13, 1000), DurabilitySync)
-	}
+	_, dir, _, _ := oddEntries(t)
 	files := segmentFiles(t, dir)
 	if len(files) < 5 {
 		t.Fatalf("%d segments written; the test wants at least 5", len(files))

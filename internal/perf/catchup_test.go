@@ -91,24 +91,32 @@ func (d *lagDriver) NewConsumer(_ context.Context, _ string, _, _, _ int, handle
 	return c, nil
 }
 
+// runLagging runs an e2e load at 2,000 msg/s through a lagDriver whose
+// consumers stall for lag.
+func runLagging(t *testing.T, warmup, duration, lag time.Duration) *Result {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Mode = ModeE2E
+	cfg.Rate = 2000
+	cfg.MessageSize = 100
+	cfg.Warmup, cfg.Duration = warmup, duration
+	cfg.DrainTimeout = 3 * time.Second
+	cfg.Progress = io.Discard
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Run(ctx, cfg, newLagDriver(lag))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // An e2e window opens once the consumers have caught up with the
 // producers: consumers that stall 600 ms as the load starts, with a
 // 400 ms warm-up, would otherwise time the window's first 200 ms behind
 // that stall.
 func TestE2EWindowOpensOnceConsumersCaughtUp(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Mode = ModeE2E
-	cfg.Rate = 2000
-	cfg.MessageSize = 100
-	cfg.Warmup = 400 * time.Millisecond
-	cfg.Duration = 500 * time.Millisecond
-	cfg.Progress = io.Discard
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := Run(ctx, cfg, newLagDriver(600*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runLagging(t, 400*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond)
 	if res.BehindAtWindow != 0 || res.CatchUpSeconds < 0.15 || res.CatchUpSeconds > 0.4 {
 		t.Errorf("window opened %.2fs after the warm-up, %d messages behind; want about 0.2s later, caught up", res.CatchUpSeconds, res.BehindAtWindow)
 	}
@@ -120,20 +128,7 @@ func TestE2EWindowOpensOnceConsumersCaughtUp(t *testing.T) {
 // Consumers that never catch up do not hold the window: it opens after as
 // long again as the warm-up, and the result says how far behind they were.
 func TestE2EWindowOpensOnConsumersThatLag(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Mode = ModeE2E
-	cfg.Rate = 2000
-	cfg.MessageSize = 100
-	cfg.Warmup = 200 * time.Millisecond
-	cfg.Duration = 1500 * time.Millisecond
-	cfg.DrainTimeout = 3 * time.Second
-	cfg.Progress = io.Discard
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := Run(ctx, cfg, newLagDriver(1500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runLagging(t, 200*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond)
 	if res.BehindAtWindow == 0 || res.CatchUpSeconds < 0.2 || res.CatchUpSeconds > 0.5 {
 		t.Errorf("window opened %.2fs after the warm-up, %d messages behind; want 0.2s later, behind", res.CatchUpSeconds, res.BehindAtWindow)
 	}
