@@ -94,9 +94,13 @@ func (d *lagDriver) NewConsumer(_ context.Context, _ string, _, _, _ int, handle
 // runLagging runs an e2e load at 2,000 msg/s through a lagDriver whose
 // consumers stall for lag.
 func runLagging(t *testing.T, warmup, duration, lag time.Duration) *Result {
+	return runLaggingMode(t, ModeE2E, warmup, duration, lag)
+}
+
+func runLaggingMode(t *testing.T, mode Mode, warmup, duration, lag time.Duration) *Result {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Mode = ModeE2E
+	cfg.Mode = mode
 	cfg.Rate = 2000
 	cfg.MessageSize = 100
 	cfg.Warmup, cfg.Duration = warmup, duration
@@ -131,5 +135,18 @@ func TestE2EWindowOpensOnConsumersThatLag(t *testing.T) {
 	res := runLagging(t, 200*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond)
 	if res.BehindAtWindow == 0 || res.CatchUpSeconds < 0.2 || res.CatchUpSeconds > 0.5 {
 		t.Errorf("window opened %.2fs after the warm-up, %d messages behind; want 0.2s later, behind", res.CatchUpSeconds, res.BehindAtWindow)
+	}
+}
+
+// Only e2e waits for consumers: a produce run, which has none, opens its
+// window right after the warm-up.
+func TestProduceWindowDoesNotWaitForConsumers(t *testing.T) {
+	start := time.Now()
+	res := runLaggingMode(t, ModeProduce, 200*time.Millisecond, 300*time.Millisecond, 0)
+	if res.CatchUpSeconds != 0 || res.BehindAtWindow != 0 {
+		t.Errorf("a produce run waited %.2fs for consumers (%d behind)", res.CatchUpSeconds, res.BehindAtWindow)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("a 0.2s warm-up and 0.3s window took %v", took)
 	}
 }

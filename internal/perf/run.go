@@ -433,7 +433,6 @@ func (r *run) runProduce(ctx context.Context) error {
 	if err := r.await(ctx, ready, errc); err != nil {
 		return err
 	}
-	r.settle = r.catchUp
 	werr := r.window(ctx, nil, nil)
 	r.stopped.Store(true)
 	close(stop)
