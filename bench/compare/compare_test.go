@@ -188,3 +188,28 @@ func TestValidate(t *testing.T) {
 		t.Errorf("--disk without e2e: got %v", err)
 	}
 }
+
+// The e2e table says when each round's window opened after its warm-up,
+// and how far behind the consumers still were when they never caught up.
+func TestReportSaysWhenE2EWindowsOpened(t *testing.T) {
+	run := func(label string, catchUp float64, behind int64) *perf.Result {
+		return &perf.Result{Label: label, Mode: perf.ModeE2E, Rate: 1000, WarmupSeconds: 2, Seconds: 10,
+			CatchUpSeconds: catchUp, BehindAtWindow: behind,
+			Publish: &perf.Figures{Messages: 10000, MsgsPerSec: 1000}, Consume: &perf.Figures{Messages: 10000, MsgsPerSec: 1000}}
+	}
+	rep := &Report{Systems: []string{"a", "b"}, Rounds: 2, Runs: []*perf.Result{
+		run("a", 0.1, 0), run("b", 2, 4321), run("a", 0.25, 0), run("b", 0.5, 0),
+	}}
+	var out bytes.Buffer
+	if err := rep.WriteTables(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"a e2e rate: 1000 msgs/s; window opened 0.10s, 0.25s after the warm-up",
+		"b e2e rate: 1000 msgs/s; window opened 2.00s (still 4321 messages behind), 0.50s after the warm-up",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}

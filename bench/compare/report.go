@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ternmq/tern/internal/perf"
@@ -156,7 +157,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		if m == perf.ModeE2E {
 			for _, s := range rep.Systems {
 				if rs := runsOf(rep.Runs, s, m); len(rs) > 0 {
-					fmt.Fprintf(w, "  %s e2e rate: %d msgs/s\n", s, rs[0].Rate)
+					fmt.Fprintf(w, "  %s e2e rate: %d msgs/s%s\n", s, rs[0].Rate, windowOpened(rs))
 				}
 			}
 		}
@@ -175,4 +176,22 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		fmt.Fprintln(w, "- skipped: "+s)
 	}
 	return nil
+}
+
+// windowOpened says, for e2e runs with a warm-up, when each round's window
+// opened after it: once the consumers were under 100 ms behind, or, if
+// they never were, how far behind they still were.
+func windowOpened(rs []*perf.Result) string {
+	var rounds []string
+	for _, r := range rs {
+		if r.WarmupSeconds <= 0 {
+			return ""
+		}
+		if r.BehindAtWindow > 0 {
+			rounds = append(rounds, fmt.Sprintf("%.2fs (still %d messages behind)", r.CatchUpSeconds, r.BehindAtWindow))
+		} else {
+			rounds = append(rounds, fmt.Sprintf("%.2fs", r.CatchUpSeconds))
+		}
+	}
+	return "; window opened " + strings.Join(rounds, ", ") + " after the warm-up, once the consumers were under 100 ms behind"
 }
