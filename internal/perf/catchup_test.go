@@ -12,16 +12,21 @@ import (
 // producers' first message, stall for a fixed time and then keep up: what
 // a real run's start does (the producers send a burst to catch up with
 // their schedule, and the consumers fall behind it), made repeatable.
+// With sendLag, the producers instead stall that long on the first
+// message of the load (a client whose buffer is full, a connection being
+// set up again) and then catch up with their schedule in a burst, which
+// the consumers read as it comes.
 type lagDriver struct {
-	lag time.Duration
+	lag, sendLag time.Duration
 
-	mu   sync.Mutex
-	cond *sync.Cond
-	log  [][]byte
+	mu    sync.Mutex
+	cond  *sync.Cond
+	log   [][]byte
+	sends int
 }
 
-func newLagDriver(lag time.Duration) *lagDriver {
-	d := &lagDriver{lag: lag}
+func newLagDriver(lag, sendLag time.Duration) *lagDriver {
+	d := &lagDriver{lag: lag, sendLag: sendLag}
 	d.cond = sync.NewCond(&d.mu)
 	return d
 }
@@ -37,6 +42,12 @@ type lagProducer struct{ d *lagDriver }
 
 func (p lagProducer) Send(_ context.Context, payload []byte, done func(error)) {
 	p.d.mu.Lock()
+	// The first send is the producer's primer; the second starts the load.
+	if p.d.sends++; p.d.sends == 2 && p.d.sendLag > 0 {
+		p.d.mu.Unlock()
+		time.Sleep(p.d.sendLag)
+		p.d.mu.Lock()
+	}
 	p.d.log = append(p.d.log, append([]byte(nil), payload...))
 	p.d.cond.Broadcast()
 	p.d.mu.Unlock()
@@ -94,10 +105,10 @@ func (d *lagDriver) NewConsumer(_ context.Context, _ string, _, _, _ int, handle
 // runLagging runs an e2e load at 2,000 msg/s through a lagDriver whose
 // consumers stall for lag.
 func runLagging(t *testing.T, warmup, duration, lag time.Duration) *Result {
-	return runLaggingMode(t, ModeE2E, warmup, duration, lag)
+	return runLaggingMode(t, ModeE2E, warmup, duration, newLagDriver(lag, 0))
 }
 
-func runLaggingMode(t *testing.T, mode Mode, warmup, duration, lag time.Duration) *Result {
+func runLaggingMode(t *testing.T, mode Mode, warmup, duration time.Duration, d *lagDriver) *Result {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Mode = mode
@@ -108,7 +119,7 @@ func runLaggingMode(t *testing.T, mode Mode, warmup, duration, lag time.Duration
 	cfg.Progress = io.Discard
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := Run(ctx, cfg, newLagDriver(lag))
+	res, err := Run(ctx, cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +140,21 @@ func TestE2EWindowOpensOnceConsumersCaughtUp(t *testing.T) {
 	}
 }
 
+// Producers behind their schedule leave the consumers behind it too, with
+// nothing acknowledged left to read: producers that stall 650 ms as the
+// load starts, with a 400 ms warm-up, would otherwise have the window time
+// the messages due in its first 150 ms from when they were due, up to
+// 150 ms before the burst that sends them.
+func TestE2EWindowOpensOnceProducersCaughtUp(t *testing.T) {
+	res := runLaggingMode(t, ModeE2E, 400*time.Millisecond, 400*time.Millisecond, newLagDriver(0, 650*time.Millisecond))
+	if res.BehindAtWindow != 0 || res.CatchUpSeconds < 0.2 || res.CatchUpSeconds > 0.39 {
+		t.Errorf("window opened %.2fs after the warm-up, %d messages behind; want about 0.25s later, caught up", res.CatchUpSeconds, res.BehindAtWindow)
+	}
+	if p99 := res.Consume.Latency.P99; p99 > 60 {
+		t.Errorf("e2e p99 %.1f ms: the window timed the producers' late start", p99)
+	}
+}
+
 // Consumers that never catch up do not hold the window: it opens after as
 // long again as the warm-up, and the result says how far behind they were.
 func TestE2EWindowOpensOnConsumersThatLag(t *testing.T) {
@@ -142,7 +168,7 @@ func TestE2EWindowOpensOnConsumersThatLag(t *testing.T) {
 // window right after the warm-up.
 func TestProduceWindowDoesNotWaitForConsumers(t *testing.T) {
 	start := time.Now()
-	res := runLaggingMode(t, ModeProduce, 200*time.Millisecond, 300*time.Millisecond, 0)
+	res := runLaggingMode(t, ModeProduce, 200*time.Millisecond, 300*time.Millisecond, newLagDriver(0, 0))
 	if res.CatchUpSeconds != 0 || res.BehindAtWindow != 0 {
 		t.Errorf("a produce run waited %.2fs for consumers (%d behind)", res.CatchUpSeconds, res.BehindAtWindow)
 	}

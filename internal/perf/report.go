@@ -30,8 +30,9 @@ type Result struct {
 	Seconds       float64    `json:"measured_s"`
 	// CatchUpSeconds (e2e) is how long after the warm-up the window
 	// waited for the consumers to be less than 100 ms behind the
-	// producers; BehindAtWindow is how many messages acknowledged 100 ms
-	// before it opened they still lacked (0: they had caught up).
+	// producers; BehindAtWindow is how many messages acknowledged (or, at
+	// a --rate, due) 100 ms before it opened they still lacked (0: they
+	// had caught up).
 	CatchUpSeconds float64 `json:"catch_up_s,omitempty"`
 	BehindAtWindow int64   `json:"behind_at_window,omitempty"`
 

@@ -77,6 +77,9 @@ type run struct {
 
 	// settle, if set, runs between the warm-up and the window.
 	settle func(context.Context) error
+	// loadStart is when the producers' schedules start (UnixNano; 0
+	// before): message k of each is due k/rate after it.
+	loadStart atomic.Int64
 	// stopped is set once the window is over: errors from then on come
 	// from tearing down, not from the system.
 	stopped  atomic.Bool
@@ -143,6 +146,8 @@ func (r *run) producers(ctx context.Context, stop <-chan struct{}, limit int64, 
 		close(ready)
 	}
 	rate := float64(r.cfg.Rate) / float64(n)
+	start := time.Now()
+	r.loadStart.Store(start.UnixNano())
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		share := int64(-1)
@@ -155,7 +160,7 @@ func (r *run) producers(ctx context.Context, stop <-chan struct{}, limit int64, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.produceLoop(ctx, stop, p, share, rate)
+			r.produceLoop(ctx, stop, p, share, rate, start)
 		}()
 	}
 	wg.Wait()
@@ -212,9 +217,8 @@ func (r *run) prime(ctx context.Context, ps []Producer) error {
 // due at start + k/rate; latency counts from when it was due (or from when
 // it was sent, if the producer was early), so time lost waiting for a
 // stalled system is measured, not hidden.
-func (r *run) produceLoop(ctx context.Context, stop <-chan struct{}, p Producer, limit int64, rate float64) {
+func (r *run) produceLoop(ctx context.Context, stop <-chan struct{}, p Producer, limit int64, rate float64, start time.Time) {
 	size := r.cfg.MessageSize
-	start := time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for k := int64(0); limit < 0 || k < limit; k++ {
@@ -320,14 +324,17 @@ func (r *run) window(ctx context.Context, early, warm <-chan struct{}) error {
 
 // catchUp waits, after an e2e warm-up, until the consumers are less than
 // catchUpLag behind (they have received every message acknowledged that
-// long ago), at most as long again as the warm-up. A run's start leaves
-// them behind: the producers send a burst to catch up with their
-// schedule, and a consumer's fetch sizes let it read only so much faster
-// than the rate; a window opened before they drain that backlog times its
-// first messages behind it, which is the run's start, not the system's
-// end-to-end latency. A consumer that cannot keep up does not catch up,
-// and the window opens on it as it is; the result says how far behind it
-// was.
+// long ago and, at a --rate, every message due that long ago), at most as
+// long again as the warm-up. A run's start leaves them behind: the
+// producers send a burst to catch up with their schedule, and a
+// consumer's fetch sizes let it read only so much faster than the rate; a
+// window opened before they drain that backlog times its first messages
+// behind it, which is the run's start, not the system's end-to-end
+// latency. Latency counts from a message's due time, so producers still
+// behind their schedule leave the consumers behind too, however little
+// acknowledged is left for them to read. A consumer that cannot keep up
+// does not catch up, and the window opens on it as it is; the result says
+// how far behind it was.
 func (r *run) catchUp(ctx context.Context) error {
 	if r.cfg.Warmup <= 0 {
 		return nil
@@ -351,7 +358,7 @@ func (r *run) catchUp(ctx context.Context) error {
 			acked = acked[1:]
 		}
 		if now.Sub(acked[0].at) >= catchUpLag {
-			want = acked[0].acked
+			want = max(acked[0].acked, r.dueBy(now.Add(-catchUpLag)))
 			if r.con.total.Load() >= want {
 				break
 			}
@@ -373,6 +380,24 @@ func (r *run) catchUp(ctx context.Context) error {
 // catchUpLag is how far behind the producers consumers may be for an e2e
 // window to open: a latency the window measures, not a backlog.
 const catchUpLag = 100 * time.Millisecond
+
+// dueBy is how many messages the producers were to have sent by t at
+// their --rate, counting the one each sends before the load; 0 without a
+// rate or before the load.
+func (r *run) dueBy(t time.Time) int64 {
+	start := r.loadStart.Load()
+	if r.cfg.Rate <= 0 || start == 0 {
+		return 0
+	}
+	n := int64(r.cfg.Producers)
+	since := t.UnixNano() - start
+	if since < 0 {
+		return n
+	}
+	// Message k of a producer is due at k/rate: k = 0 at the start.
+	each := int64(float64(since)/float64(time.Second)*float64(r.cfg.Rate)/float64(n)) + 1
+	return n * (1 + each)
+}
 
 // open starts the measured window; window does unless a run opened it
 // before.
