@@ -316,28 +316,35 @@ func (req *AppendRequest) write(b *pebble.Batch, pid PartitionID, base int64, si
 // the committer item that will make the record durable before the pointer.
 func (s *Store) writeSegment(req *AppendRequest, pid PartitionID, base int64, size int, now int64, ops []Op) (*pebble.Batch, *commitItem, error) {
 	b := s.db.NewBatchWithSize(batchSize(segPointerSize, ops))
-	entry := req.Entry
-	if entry == nil {
+	// The record is the entry, envelope then batch. A batch given on its
+	// own is written from where the request holds it: the envelope and
+	// the batch's header (whose base offset the stamp sets; the caller's
+	// batch is left as it was) are encoded apart, the rest follows them in
+	// the same write instead of being copied behind them first.
+	head, body := req.Entry, []byte(nil)
+	if head == nil {
 		env := req.Envelope
 		if env == nil {
 			env = &protocols.Envelope{}
 		}
-		bp := entryBufs.Get().(*[]byte)
-		defer entryBufs.Put(bp)
-		enc, err := protocols.AppendEntry((*bp)[:0], env, req.Batch)
+		// StartAppend parsed the batch's header: it is all there.
+		bp := envBufs.Get().(*[]byte)
+		defer envBufs.Put(bp)
+		enc, err := protocols.AppendEnvelope((*bp)[:0], env)
 		if err != nil {
 			return b, nil, err
 		}
+		enc = append(enc, req.Batch[:protocols.BatchHeaderSize]...)
 		*bp = enc[:0]
-		entry = enc
+		head, body = enc, req.Batch[protocols.BatchHeaderSize:]
 	}
-	if len(entry) != size {
-		return b, nil, fmt.Errorf("localstore: entry encoded to %d bytes, %d were expected", len(entry), size)
+	if n := len(head) + len(body); n != size {
+		return b, nil, fmt.Errorf("localstore: entry encoded to %d bytes, %d were expected", n, size)
 	}
-	if err := protocols.StampEntry(entry, base, now); err != nil {
+	if err := protocols.StampEntry(head, base, now); err != nil {
 		return b, nil, err
 	}
-	ptr, err := s.segs.write(entry)
+	ptr, err := s.segs.write(head, body)
 	if err != nil {
 		return b, nil, err
 	}
@@ -350,9 +357,10 @@ func (s *Store) writeSegment(req *AppendRequest, pid PartitionID, base int64, si
 	return b, item, nil
 }
 
-// entryBufs are buffers an entry is encoded in before its segment write;
-// the write copies it, so the buffer is free again when it returns.
-var entryBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+// envBufs are buffers an entry's envelope is encoded in before its segment
+// write, which copies or writes it, so the buffer is free again when it
+// returns.
+var envBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // Offsets are the entry's assigned offsets, known before it is durable.
 func (pa *PendingAppend) Offsets() (base, count int64) { return pa.res.BaseOffset, pa.res.Count }

@@ -87,7 +87,10 @@ func TestSmallRecordsReachTheFileTogether(t *testing.T) {
 	write := func(i, n int) {
 		t.Helper()
 		e := recordOf(i, n)
-		p, err := sg.write(e)
+		// Written as two parts, split somewhere else each time, as an
+		// envelope and the batch behind it are.
+		k := (i * 37) % (len(e) + 1)
+		p, err := sg.write(e[:k], e[k:])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,8 +114,8 @@ func TestSmallRecordsReachTheFileTogether(t *testing.T) {
 
 	write(20, 100)
 	write(21, 20<<10) // larger than bufferedRecord: written at once, behind #20
-	if n := fs.writes.Load(); n != 2+4 {
-		t.Fatalf("%d writes after a large record; want 4 more (gathered, header, entry, padding)", n-2)
+	if n := fs.writes.Load(); n != 2+5 {
+		t.Fatalf("%d writes after a large record; want 5 more (gathered, header, the entry's two parts, padding)", n-2)
 	}
 	// 80 records of 1000 bytes fill this 64 KiB segment and the next.
 	for i := 22; i < 102; i++ {
@@ -133,7 +136,7 @@ func TestSmallRecordsReachTheFileTogether(t *testing.T) {
 func TestFailedGatheredWriteFailsEverySync(t *testing.T) {
 	sg, fs := openCountedSegments(t, 1<<20)
 	for i := range 3 {
-		if _, err := sg.write(recordOf(i, 100)); err != nil {
+		if _, err := sg.write(recordOf(i, 100), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,7 +145,7 @@ func TestFailedGatheredWriteFailsEverySync(t *testing.T) {
 		t.Fatalf("sync after a failed write: %v; want the write's error", err)
 	}
 	fs.fail.Store(false)
-	if _, err := sg.write(recordOf(3, 100)); err != nil {
+	if _, err := sg.write(recordOf(3, 100), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := sg.sync(); !errors.Is(err, errInjected) {

@@ -392,19 +392,21 @@ const (
 	writeBuffer    = 256 << 10
 )
 
-// write appends entry as a record and returns where it is. The record
-// counts as in flight until committed is called for its pointer. It is
-// durable once a sync that starts after write returns has returned; it
-// may not be in the file before (see wbuf), which is why records are read
-// only through pointers committed after such a sync.
-func (sg *segments) write(entry []byte) (segPointer, error) {
-	need := int64(segRecordHeader + len(entry))
+// write appends the entry head followed by body (either may be empty) as
+// one record and returns where it is. The record counts as in flight
+// until committed is called for its pointer. It is durable once a sync
+// that starts after write returns has returned; it may not be in the file
+// before (see wbuf), which is why records are read only through pointers
+// committed after such a sync.
+func (sg *segments) write(head, body []byte) (segPointer, error) {
+	n := int64(len(head)) + int64(len(body))
+	need := segRecordHeader + n
 	if need > 1<<32-1 {
-		return segPointer{}, fmt.Errorf("localstore: a %d-byte entry is too large for a segment", len(entry))
+		return segPointer{}, fmt.Errorf("localstore: a %d-byte entry is too large for a segment", n)
 	}
 	var h [segRecordHeader]byte
-	binary.BigEndian.PutUint32(h[:], uint32(len(entry)))
-	binary.BigEndian.PutUint32(h[4:], crc32.Checksum(entry, castagnoli))
+	binary.BigEndian.PutUint32(h[:], uint32(n))
+	binary.BigEndian.PutUint32(h[4:], crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, body))
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
 	for sg.active == nil || (sg.pos > 0 && sg.pos+need > sg.size) || sg.pos+need > 1<<32-1 {
@@ -439,21 +441,21 @@ func (sg *segments) write(entry []byte) (segPointer, error) {
 	}
 	end := sg.pos + need
 	if need <= bufferedRecord {
-		sg.wbuf = append(append(sg.wbuf, h[:]...), entry...)
+		sg.wbuf = append(append(append(sg.wbuf, h[:]...), head...), body...)
 		if len(sg.wbuf) >= writeBuffer {
 			if err := sg.flushLocked(); err != nil {
 				return segPointer{}, err
 			}
 		}
 	} else {
-		if err := writeRecord(sg.active.f, sg.wbase, sg.wbuf, h[:], entry, sg.padding(end)); err != nil {
+		if err := writeRecord(sg.active.f, sg.wbase, sg.wbuf, h[:], head, body, sg.padding(end)); err != nil {
 			sg.wbuf = sg.wbuf[:0]
 			sg.werr = cmp.Or(sg.werr, err)
 			return segPointer{}, err
 		}
 		sg.wbuf = sg.wbuf[:0]
 	}
-	p := segPointer{Seg: sg.active.n, Off: uint32(sg.pos), Len: uint32(len(entry))}
+	p := segPointer{Seg: sg.active.n, Off: uint32(sg.pos), Len: uint32(n)}
 	sg.pos = end
 	sg.written.Add(need)
 	if sg.cache > 0 {

@@ -149,6 +149,16 @@ func EntrySize(e *Envelope, batchLen int) (int, error) {
 
 // AppendEntry appends the encoded entry (envelope then batch) to dst.
 func AppendEntry(dst []byte, e *Envelope, batch []byte) ([]byte, error) {
+	dst, err := AppendEnvelope(dst, e)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, batch...), nil
+}
+
+// AppendEnvelope appends the encoded envelope to dst: the entry up to its
+// batch, for a writer that sends the batch on from where it already is.
+func AppendEnvelope(dst []byte, e *Envelope) ([]byte, error) {
 	if err := e.check(); err != nil {
 		return dst, err
 	}
@@ -204,7 +214,7 @@ func AppendEntry(dst []byte, e *Envelope, batch []byte) ([]byte, error) {
 			dst = append(dst, a.Value...)
 		}
 	}
-	return append(dst, batch...), nil
+	return dst, nil
 }
 
 // Entry is a decoded entry. Batch and the envelope's byte fields alias the
