@@ -23,5 +23,8 @@
 // Counts and latencies cover the window after the warm-up only; end to
 // end, the window waits (at most a second warm-up) until the consumers
 // are less than 100 ms behind the producers: they have received what was
-// acknowledged, and at a target rate what was due, 100 ms before.
+// acknowledged, and at a target rate what was due, 100 ms before. A timer
+// of the load generator's own, set every 5 ms, reports how late it fired
+// in the window: a stall of the machine shows there as well as in the
+// latencies, a stall of the system under test only in the latencies.
 package perf

@@ -53,6 +53,11 @@ type Result struct {
 	ClientCPUPerMsg float64 `json:"client_cpu_us_per_msg"`
 	// ClientGOGC is the load generator's Go GC target during the run.
 	ClientGOGC int `json:"client_gogc"`
+	// ClientTimerLate is how late (ms) a timer of the load generator's,
+	// set every 5 ms, fired in the window: a stall of the machine or of
+	// the load generator shows in it as well as in the latencies, one of
+	// the system under test only in the latencies.
+	ClientTimerLate *Latency `json:"client_timer_late,omitempty"`
 
 	Errors int64 `json:"errors"`
 }
@@ -247,6 +252,10 @@ func (res *Result) WriteTable(w io.Writer) error {
 			float64(s.RSSPeak)/(1<<20), s.CPUSeconds, s.CPUPerMsg)
 	}
 	fmt.Fprintf(w, "client: CPU %.1f us/msg, GOGC %d\n", res.ClientCPUPerMsg, res.ClientGOGC)
+	if l := res.ClientTimerLate; l != nil {
+		fmt.Fprintf(w, "client timer (every %v) late by p50 %.2f, p99 %.2f, max %.2f ms: stalls of the machine or the client show here too, the server's do not\n",
+			timerPeriod, l.P50, l.P99, l.Max)
+	}
 	if res.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d\n", res.Errors)
 	}

@@ -28,7 +28,7 @@ func Run(ctx context.Context, cfg Config, d Driver) (*Result, error) {
 	if cfg.ClientGOGC > 0 {
 		defer debug.SetGCPercent(debug.SetGCPercent(cfg.ClientGOGC))
 	}
-	r := &run{cfg: cfg, d: d, pub: newRecorder(), con: newRecorder(), start: time.Now()}
+	r := &run{cfg: cfg, d: d, pub: newRecorder(), con: newRecorder(), late: newRecorder(), start: time.Now()}
 	r.res = &Result{
 		Label: cfg.Label, Mode: cfg.Mode, Topic: cfg.Topic, MessageSize: cfg.MessageSize,
 		Partitions: cfg.Partitions, Producers: cfg.Producers, Consumers: cfg.Consumers,
@@ -40,6 +40,12 @@ func Run(ctx context.Context, cfg Config, d Driver) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopTicker := r.startTicker(ctx)
+	pctx, stopProbe := context.WithCancel(ctx)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		r.probeTimer(pctx)
+	}()
 	var err error
 	switch cfg.Mode {
 	case ModeProduce:
@@ -50,6 +56,12 @@ func Run(ctx context.Context, cfg Config, d Driver) (*Result, error) {
 		err = r.runE2E(ctx)
 	}
 	stopTicker()
+	stopProbe()
+	<-probed
+	if _, _, h := r.late.window(); h.TotalCount() > 0 {
+		l := latencyOf(h)
+		r.res.ClientTimerLate = &l
+	}
 	r.res.LoadEnd = loadAvg()
 	if e := r.firstErr.Load(); e != nil && err == nil {
 		err = *e
@@ -73,7 +85,9 @@ type run struct {
 	start time.Time
 
 	pub, con *recorder
-	phase    atomic.Value // string shown in progress lines
+	// late records how late probeTimer's wakes were.
+	late  *recorder
+	phase atomic.Value // string shown in progress lines
 
 	// settle, if set, runs between the warm-up and the window.
 	settle func(context.Context) error
@@ -377,6 +391,25 @@ func (r *run) catchUp(ctx context.Context) error {
 	return nil
 }
 
+// timerPeriod is how often probeTimer wakes.
+const timerPeriod = 5 * time.Millisecond
+
+// timerSleep is probeTimer's sleep; tests stand in a stalling one.
+var timerSleep = time.Sleep
+
+// probeTimer wakes every timerPeriod until ctx ends and records how late
+// each wake was. The load generator's latencies include its own stalls:
+// the kernel not running it (on cores it shares with the server, or on a
+// host that does not run the virtual machine), its collector. Those delay
+// this wake too; a stall of the system under test does not.
+func (r *run) probeTimer(ctx context.Context) {
+	for ctx.Err() == nil {
+		due := time.Now().Add(timerPeriod)
+		timerSleep(timerPeriod)
+		r.late.record(0, due.UnixNano())
+	}
+}
+
 // catchUpLag is how far behind the producers consumers may be for an e2e
 // window to open: a latency the window measures, not a backlog.
 const catchUpLag = 100 * time.Millisecond
@@ -405,7 +438,7 @@ func (r *run) open(ctx context.Context) {
 	r.windowStart = time.Now()
 	r.clientCPU = selfCPU()
 	r.sampleServer(ctx, true)
-	for _, rec := range []*recorder{r.pub, r.con} {
+	for _, rec := range []*recorder{r.pub, r.con, r.late} {
 		rec.from.Store(r.windowStart.UnixNano())
 		rec.measuring.Store(true)
 	}
@@ -424,7 +457,7 @@ func (r *run) measure(ctx context.Context, early <-chan struct{}) error {
 		err = ctx.Err()
 	}
 	r.windowEnd = time.Now()
-	for _, rec := range []*recorder{r.pub, r.con} {
+	for _, rec := range []*recorder{r.pub, r.con, r.late} {
 		rec.measuring.Store(false)
 		rec.to.Store(r.windowEnd.UnixNano())
 	}
