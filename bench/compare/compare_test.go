@@ -213,3 +213,25 @@ func TestReportSaysWhenE2EWindowsOpened(t *testing.T) {
 		}
 	}
 }
+
+// Each mode's table is followed by how late the load generator's timer
+// fired, per system and round, so a stall can be told the server's or the
+// machine's.
+func TestReportGivesTheClientTimer(t *testing.T) {
+	run := func(label string, p99, max float64) *perf.Result {
+		return &perf.Result{Label: label, Mode: perf.ModeProduce, WarmupSeconds: 2, Seconds: 10,
+			ClientTimerLate: &perf.Latency{Count: 2000, P99: p99, Max: max},
+			Publish:         &perf.Figures{Messages: 10000, MsgsPerSec: 1000}}
+	}
+	rep := &Report{Systems: []string{"a", "b"}, Rounds: 2, Runs: []*perf.Result{
+		run("a", 4.59, 13.51), run("b", 0.5, 1), run("a", 9.29, 44.67), run("b", 0.75, 2.25),
+	}}
+	var out bytes.Buffer
+	if err := rep.WriteTables(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := "client timer late (p99/max ms per round): a 4.6/13.5, 9.3/44.7; b 0.5/1.0, 0.8/2.2"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, out.String())
+	}
+}

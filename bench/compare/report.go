@@ -154,6 +154,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		fmt.Fprint(w, timerLine(rep, m))
 		if m == perf.ModeE2E {
 			for _, s := range rep.Systems {
 				if rs := runsOf(rep.Runs, s, m); len(rs) > 0 {
@@ -168,7 +169,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintln(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs")
+	fmt.Fprintln(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs; client timer: how late a 5 ms timer of the load generator's fired, which a stall of the machine or the client delays and one of the server does not")
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "- "+n)
 	}
@@ -176,6 +177,28 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		fmt.Fprintln(w, "- skipped: "+s)
 	}
 	return nil
+}
+
+// timerLine says, per system, how late the load generator's own 5 ms timer
+// fired in each round's window (p99/max): where a system's latencies rose
+// and the timer kept time, the stall was the server's; "" if no run says.
+func timerLine(rep *Report, m perf.Mode) string {
+	var parts []string
+	for _, s := range rep.Systems {
+		var rounds []string
+		for _, r := range runsOf(rep.Runs, s, m) {
+			if l := r.ClientTimerLate; l != nil {
+				rounds = append(rounds, fmt.Sprintf("%.1f/%.1f", l.P99, l.Max))
+			}
+		}
+		if len(rounds) > 0 {
+			parts = append(parts, s+" "+strings.Join(rounds, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "  client timer late (p99/max ms per round): " + strings.Join(parts, "; ") + "\n"
 }
 
 // windowOpened says, for e2e runs with a warm-up, when each round's window
