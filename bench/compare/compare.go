@@ -270,10 +270,22 @@ func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int)
 		self = t.self
 	}
 	var p *peerProc
-	if cfg.TernBinary != "" && t.self == "" && t.peerArgs[0] == peer.Tern {
-		p, err = startServe(ctx, cfg.TernBinary, durability(t.peerArgs), dir)
-	} else {
-		p, err = startPeer(ctx, self, args, filepath.Join(dir, "data"))
+	// A server's ports are picked free and then bound by it: a connection
+	// made meanwhile (by this process's clients, or by anything else on
+	// the machine) can take one. Such a start is tried again, on new ports
+	// and an empty directory.
+	for try := 1; ; try++ {
+		if cfg.TernBinary != "" && t.self == "" && t.peerArgs[0] == peer.Tern {
+			p, err = startServe(ctx, cfg.TernBinary, durability(t.peerArgs), dir)
+		} else {
+			p, err = startPeer(ctx, self, args, filepath.Join(dir, "data"))
+		}
+		if err == nil || try == portTries || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		if err := emptyDir(dir); err != nil {
+			return nil, err
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -292,6 +304,23 @@ func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int)
 		err = serr
 	}
 	return res, err
+}
+
+// portTries is how many times runOne starts a server whose port was taken.
+const portTries = 3
+
+// emptyDir removes what dir holds, keeping dir.
+func emptyDir(dir string) error {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func loadAvg() [3]float64 {
