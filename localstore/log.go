@@ -327,13 +327,13 @@ func (s *Store) writeSegment(req *AppendRequest, pid PartitionID, base int64, si
 		if env == nil {
 			env = &protocols.Envelope{}
 		}
-		// StartAppend parsed the batch's header: it is all there.
 		bp := envBufs.Get().(*[]byte)
 		defer envBufs.Put(bp)
 		enc, err := protocols.AppendEnvelope((*bp)[:0], env)
 		if err != nil {
 			return b, nil, err
 		}
+		// StartAppend parsed the batch's header: it is all there.
 		enc = append(enc, req.Batch[:protocols.BatchHeaderSize]...)
 		*bp = enc[:0]
 		head, body = enc, req.Batch[protocols.BatchHeaderSize:]
