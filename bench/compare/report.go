@@ -169,7 +169,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintln(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs; client timer: how late a 5 ms timer of the load generator's fired, which a stall of the machine or the client delays and one of the server does not")
+	fmt.Fprintf(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs; client timer: how late a %v timer of the load generator's fired, which a stall of the machine or the client delays and one of the server does not\n", perf.TimerPeriod)
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "- "+n)
 	}
@@ -179,7 +179,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 	return nil
 }
 
-// timerLine says, per system, how late the load generator's own 5 ms timer
+// timerLine says, per system, how late the load generator's own timer
 // fired in each round's window (p99/max): where a system's latencies rose
 // and the timer kept time, the stall was the server's; "" if no run says.
 func timerLine(rep *Report, m perf.Mode) string {

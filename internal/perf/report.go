@@ -254,7 +254,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "client: CPU %.1f us/msg, GOGC %d\n", res.ClientCPUPerMsg, res.ClientGOGC)
 	if l := res.ClientTimerLate; l != nil {
 		fmt.Fprintf(w, "client timer (every %v) late by p50 %.2f, p99 %.2f, max %.2f ms: stalls of the machine or the client show here too, the server's do not\n",
-			timerPeriod, l.P50, l.P99, l.Max)
+			TimerPeriod, l.P50, l.P99, l.Max)
 	}
 	if res.Errors > 0 {
 		fmt.Fprintf(w, "errors: %d\n", res.Errors)

@@ -391,21 +391,22 @@ func (r *run) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// timerPeriod is how often probeTimer wakes.
-const timerPeriod = 5 * time.Millisecond
+// TimerPeriod is how often the load generator's probe timer wakes (see
+// Result.ClientTimerLate).
+const TimerPeriod = 5 * time.Millisecond
 
 // timerSleep is probeTimer's sleep; tests stand in a stalling one.
 var timerSleep = time.Sleep
 
-// probeTimer wakes every timerPeriod until ctx ends and records how late
+// probeTimer wakes every TimerPeriod until ctx ends and records how late
 // each wake was. The load generator's latencies include its own stalls:
 // the kernel not running it (on cores it shares with the server, or on a
 // host that does not run the virtual machine), its collector. Those delay
 // this wake too; a stall of the system under test does not.
 func (r *run) probeTimer(ctx context.Context) {
 	for ctx.Err() == nil {
-		due := time.Now().Add(timerPeriod)
-		timerSleep(timerPeriod)
+		due := time.Now().Add(TimerPeriod)
+		timerSleep(TimerPeriod)
 		r.late.record(0, due.UnixNano())
 	}
 }
