@@ -75,12 +75,20 @@ func (r *recReader) varint(what string) int64 {
 	return v
 }
 
-// bytes skips a length-prefixed field; -1 is null when nullable.
+// bytes skips a length-prefixed field; -1 is null when nullable. It reads
+// the length itself rather than through varint so that the label of its
+// error is built only on error: joining it for every field was a tenth of
+// the node's CPU on the produce path.
 func (r *recReader) bytes(what string, nullable bool) {
-	l := r.varint(what + " length")
 	if r.err != nil {
 		return
 	}
+	l, k := binary.Varint(r.b)
+	if k <= 0 {
+		r.err = fmt.Errorf("bad %s length varint", what)
+		return
+	}
+	r.b = r.b[k:]
 	if l == -1 && nullable {
 		return
 	}
