@@ -14,6 +14,8 @@ package pulsar
 // the Go client numbers messages (Message.Index).
 
 import (
+	"math"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ternmq/tern/protocols"
@@ -78,18 +80,27 @@ func (c *conn) appendMessage(buf []byte, om *outMessage) ([]byte, error) {
 		return buf, err
 	}
 	smm := &pb.SingleMessageMetadata{}
+	// The optional scalars point into v, which each message overwrites
+	// once the last one is encoded: three allocations a message fewer.
+	var v struct {
+		seq, eventTime uint64
+		size           int32
+	}
 	for i := range d.Messages {
 		m := &d.Messages[i]
 		x := &d.Extras[i]
+		v.seq, v.size = uint64(max(seq+int64(i), 0)), int32(min(len(m.Value), math.MaxInt32))
 		*smm = pb.SingleMessageMetadata{
-			Properties: keyValues(m.Headers),
-			SequenceId: proto.Uint64(uint64(max(seq+int64(i), 0))),
+			Properties:  keyValues(m.Headers),
+			SequenceId:  &v.seq,
+			PayloadSize: &v.size,
 		}
 		if m.Key != nil {
 			smm.PartitionKey = proto.String(string(m.Key))
 		}
 		if !x.NoEventTime && m.Timestamp > 0 {
-			smm.EventTime = proto.Uint64(uint64(m.Timestamp))
+			v.eventTime = uint64(m.Timestamp)
+			smm.EventTime = &v.eventTime
 		}
 		if x.OrderingKey != nil {
 			smm.OrderingKey = x.OrderingKey
