@@ -14,8 +14,6 @@ package pulsar
 // the Go client numbers messages (Message.Index).
 
 import (
-	"math"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ternmq/tern/protocols"
@@ -89,7 +87,7 @@ func (c *conn) appendMessage(buf []byte, om *outMessage) ([]byte, error) {
 	for i := range d.Messages {
 		m := &d.Messages[i]
 		x := &d.Extras[i]
-		v.seq, v.size = uint64(max(seq+int64(i), 0)), int32(min(len(m.Value), math.MaxInt32))
+		v.seq, v.size = uint64(max(seq+int64(i), 0)), int32(len(m.Value))
 		*smm = pb.SingleMessageMetadata{
 			Properties:  keyValues(m.Headers),
 			SequenceId:  &v.seq,
