@@ -117,9 +117,7 @@ func AppendBatchMessage(dst []byte, md *pb.SingleMessageMetadata, payload []byte
 		return dst, fmt.Errorf("%w: batch message of %d bytes exceeds the 2 GiB payload_size can express",
 			ErrEncode, len(payload))
 	}
-	if md.PayloadSize == nil || *md.PayloadSize != int32(len(payload)) {
-		md.PayloadSize = proto.Int32(int32(len(payload)))
-	}
+	md.SetPayloadSize(int32(len(payload)))
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	dst, err := marshalChecked.MarshalAppend(dst, md)

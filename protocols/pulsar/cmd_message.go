@@ -78,33 +78,25 @@ func (c *conn) appendMessage(buf []byte, om *outMessage) ([]byte, error) {
 		return buf, err
 	}
 	smm := &pb.SingleMessageMetadata{}
-	// The optional scalars point into v, which each message overwrites
-	// once the last one is encoded: three allocations a message fewer.
-	var v struct {
-		seq, eventTime uint64
-		size           int32
-	}
 	for i := range d.Messages {
 		m := &d.Messages[i]
 		x := &d.Extras[i]
-		v.seq, v.size = uint64(max(seq+int64(i), 0)), int32(len(m.Value))
-		*smm = pb.SingleMessageMetadata{
-			Properties:  keyValues(m.Headers),
-			SequenceId:  &v.seq,
-			PayloadSize: &v.size,
+		smm.Reset()
+		if len(m.Headers) > 0 {
+			smm.SetProperties(keyValues(m.Headers))
 		}
+		smm.SetSequenceId(uint64(max(seq+int64(i), 0)))
 		if m.Key != nil {
-			smm.PartitionKey = proto.String(string(m.Key))
+			smm.SetPartitionKey(string(m.Key))
 		}
 		if !x.NoEventTime && m.Timestamp > 0 {
-			v.eventTime = uint64(m.Timestamp)
-			smm.EventTime = &v.eventTime
+			smm.SetEventTime(uint64(m.Timestamp))
 		}
 		if x.OrderingKey != nil {
-			smm.OrderingKey = x.OrderingKey
+			smm.SetOrderingKey(x.OrderingKey)
 		}
 		if m.Value == nil {
-			smm.NullValue = proto.Bool(true)
+			smm.SetNullValue(true)
 		}
 		if buf, err = AppendBatchMessage(buf, smm, m.Value); err != nil {
 			return buf, err

@@ -157,7 +157,7 @@ func (c *conn) buildEntry(p *producer, cmd *pb.CommandSend, payload Payload) (pr
 	codec := protocols.CodecNone
 	switch {
 	case cmd.GetIsChunk() || md.GetNumChunksFromMsg() > 1:
-		sc.add(md.PartitionKey, payload.Data, md.GetNullValue(), md.GetProperties(), md.GetEventTime(), md.GetOrderingKey(), publish)
+		sc.add(md.GetPartitionKey(), md.PartitionKey != nil, payload.Data, md.GetNullValue(), md.GetProperties(), md.GetEventTime(), md.GetOrderingKey(), publish)
 		protocols.SetChunk(&env, protocols.ChunkInfo{
 			UUID: md.GetUuid(), ID: md.GetChunkId(), Count: md.GetNumChunksFromMsg(),
 			TotalSize: md.GetTotalChunkMsgSize(), Codec: int8(md.GetCompression()),
@@ -175,7 +175,7 @@ func (c *conn) buildEntry(p *producer, cmd *pb.CommandSend, payload Payload) (pr
 			}
 		}
 		if !IsBatch(md) {
-			sc.add(md.PartitionKey, data, md.GetNullValue(), md.GetProperties(), md.GetEventTime(), md.GetOrderingKey(), publish)
+			sc.add(md.GetPartitionKey(), md.PartitionKey != nil, data, md.GetNullValue(), md.GetProperties(), md.GetEventTime(), md.GetOrderingKey(), publish)
 			break
 		}
 		n := int(md.GetNumMessagesInBatch())
@@ -193,8 +193,8 @@ func (c *conn) buildEntry(p *producer, cmd *pb.CommandSend, payload Payload) (pr
 				return protocols.ProduceRequest{}, 0, refuse("%v", err)
 			}
 			s := &sc.smm
-			sc.add(s.PartitionKey, value, s.GetNullValue(), s.GetProperties(), s.GetEventTime(), s.GetOrderingKey(), publish)
-			if s.SequenceId != nil {
+			sc.add(s.GetPartitionKey(), s.HasPartitionKey(), value, s.GetNullValue(), s.GetProperties(), s.GetEventTime(), s.GetOrderingKey(), publish)
+			if s.HasSequenceId() {
 				last = max(last, s.GetSequenceId())
 				seqSeen = true
 			}
@@ -219,7 +219,7 @@ func (c *conn) buildEntry(p *producer, cmd *pb.CommandSend, payload Payload) (pr
 }
 
 // add appends one message.
-func (sc *sendScratch) add(key *string, value []byte, null bool, props []*pb.KeyValue, eventTime uint64, orderingKey []byte, publish int64) {
+func (sc *sendScratch) add(key string, hasKey bool, value []byte, null bool, props []*pb.KeyValue, eventTime uint64, orderingKey []byte, publish int64) {
 	m := protocols.Message{Value: value, Timestamp: int64(eventTime)}
 	if value == nil {
 		m.Value = []byte{}
@@ -227,8 +227,8 @@ func (sc *sendScratch) add(key *string, value []byte, null bool, props []*pb.Key
 	if null {
 		m.Value = nil
 	}
-	if key != nil {
-		m.Key = stringBytes(*key)
+	if hasKey {
+		m.Key = stringBytes(key)
 	}
 	if len(props) > 0 {
 		// One backing array for the whole SEND; it only lives until the

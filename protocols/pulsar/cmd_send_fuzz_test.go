@@ -140,8 +140,8 @@ func TestSendRoundTrip(t *testing.T) {
 			for i, m := range got {
 				w := want[i]
 				if !bytes.Equal(m.Payload, w.Payload) || m.Metadata.GetPartitionKey() != w.Metadata.GetPartitionKey() ||
-					m.Metadata.GetEventTime() != w.Metadata.GetEventTime() || len(m.Metadata.Properties) != 1 ||
-					m.Metadata.Properties[0].GetValue() != w.Metadata.Properties[0].GetValue() ||
+					m.Metadata.GetEventTime() != w.Metadata.GetEventTime() || len(m.Metadata.GetProperties()) != 1 ||
+					m.Metadata.GetProperties()[0].GetValue() != w.Metadata.GetProperties()[0].GetValue() ||
 					m.Metadata.GetSequenceId() != uint64(10+i) || m.Metadata.GetPayloadSize() != int32(len(w.Payload)) {
 					t.Fatalf("%v: message %d: %v %q, want %v %q", ct, i, m.Metadata, m.Payload, w.Metadata, w.Payload)
 				}

@@ -131,12 +131,12 @@ func buildBatch(t testing.TB, n, size int) ([]byte, []BatchMessage) {
 	var data []byte
 	var want []BatchMessage
 	for i := range n {
-		md := &pb.SingleMessageMetadata{
+		md := pb.SingleMessageMetadata_builder{
 			PartitionKey: proto.String(fmt.Sprintf("key-%d", i)),
 			SequenceId:   proto.Uint64(uint64(i)),
 			EventTime:    proto.Uint64(uint64(1000 + i)),
 			Properties:   []*pb.KeyValue{{Key: proto.String("i"), Value: proto.String(fmt.Sprint(i))}},
-		}
+		}.Build()
 		payload := make([]byte, size)
 		for j := range payload {
 			payload[j] = byte('a' + (i+j/7)%26)

@@ -174,8 +174,8 @@ func seedScripts(t testing.TB) [][]byte {
 	u64, s := proto.Uint64, proto.String
 	md := &pb.MessageMetadata{ProducerName: s("p"), SequenceId: u64(0), PublishTime: u64(1), PartitionKey: s("k")}
 	batch := &pb.MessageMetadata{ProducerName: s("p"), SequenceId: u64(1), PublishTime: u64(1), NumMessagesInBatch: proto.Int32(2)}
-	single, _ := tp.AppendBatchMessage(nil, &pb.SingleMessageMetadata{PartitionKey: s("a")}, []byte("one"))
-	single, _ = tp.AppendBatchMessage(single, &pb.SingleMessageMetadata{OrderingKey: []byte("o")}, []byte("two"))
+	single, _ := tp.AppendBatchMessage(nil, pb.SingleMessageMetadata_builder{PartitionKey: s("a")}.Build(), []byte("one"))
+	single, _ = tp.AppendBatchMessage(single, pb.SingleMessageMetadata_builder{OrderingKey: []byte("o")}.Build(), []byte("two"))
 	id := &pb.MessageIdData{LedgerId: u64(1), EntryId: u64(0)}
 	join := func(items ...[]byte) []byte {
 		var b []byte

@@ -756,7 +756,7 @@ func (x *CommandPartitionedTopicMetadataResponse_LookupType) UnmarshalJSON(b []b
 
 // Deprecated: Use CommandPartitionedTopicMetadataResponse_LookupType.Descriptor instead.
 func (CommandPartitionedTopicMetadataResponse_LookupType) EnumDescriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{18, 0}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type CommandLookupTopicResponse_LookupType int32
@@ -815,7 +815,7 @@ func (x *CommandLookupTopicResponse_LookupType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandLookupTopicResponse_LookupType.Descriptor instead.
 func (CommandLookupTopicResponse_LookupType) EnumDescriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{20, 0}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type CommandGetTopicsOfNamespace_Mode int32
@@ -874,7 +874,7 @@ func (x *CommandGetTopicsOfNamespace_Mode) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandGetTopicsOfNamespace_Mode.Descriptor instead.
 func (CommandGetTopicsOfNamespace_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{21, 0}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type CommandSubscribe_SubType int32
@@ -936,7 +936,7 @@ func (x *CommandSubscribe_SubType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandSubscribe_SubType.Descriptor instead.
 func (CommandSubscribe_SubType) EnumDescriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{30, 0}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{29, 0}
 }
 
 type CommandSubscribe_InitialPosition int32
@@ -992,7 +992,7 @@ func (x *CommandSubscribe_InitialPosition) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandSubscribe_InitialPosition.Descriptor instead.
 func (CommandSubscribe_InitialPosition) EnumDescriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{30, 1}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{29, 1}
 }
 
 type CommandAck_AckType int32
@@ -1048,7 +1048,7 @@ func (x *CommandAck_AckType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandAck_AckType.Descriptor instead.
 func (CommandAck_AckType) EnumDescriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{33, 0}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{32, 0}
 }
 
 // Why a consumer discarded a message without handing it to the application.
@@ -1114,7 +1114,7 @@ func (x *CommandAck_ValidationError) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use CommandAck_ValidationError.Descriptor instead.
 func (CommandAck_ValidationError) EnumDescriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{33, 1}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{32, 1}
 }
 
 type BaseCommand_Type int32
@@ -1341,7 +1341,7 @@ func (x *BaseCommand_Type) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use BaseCommand_Type.Descriptor instead.
 func (BaseCommand_Type) EnumDescriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{59, 0}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{58, 0}
 }
 
 // Schema describes a topic's schema as carried by PRODUCER, SUBSCRIBE and the
@@ -2026,134 +2026,6 @@ func (x *MessageMetadata) GetNullPartitionKey() bool {
 	return Default_MessageMetadata_NullPartitionKey
 }
 
-// SingleMessageMetadata heads each message inside a batch payload, preceded by
-// its own 4-byte size and followed by payload_size bytes of message.
-type SingleMessageMetadata struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Properties   []*KeyValue            `protobuf:"bytes,1,rep,name=properties" json:"properties,omitempty"`
-	PartitionKey *string                `protobuf:"bytes,2,opt,name=partition_key,json=partitionKey" json:"partition_key,omitempty"`
-	PayloadSize  *int32                 `protobuf:"varint,3,req,name=payload_size,json=payloadSize" json:"payload_size,omitempty"`
-	// Set by compaction on messages it removed from the batch.
-	CompactedOut           *bool   `protobuf:"varint,4,opt,name=compacted_out,json=compactedOut,def=0" json:"compacted_out,omitempty"`
-	EventTime              *uint64 `protobuf:"varint,5,opt,name=event_time,json=eventTime,def=0" json:"event_time,omitempty"`
-	PartitionKeyB64Encoded *bool   `protobuf:"varint,6,opt,name=partition_key_b64_encoded,json=partitionKeyB64Encoded,def=0" json:"partition_key_b64_encoded,omitempty"`
-	OrderingKey            []byte  `protobuf:"bytes,7,opt,name=ordering_key,json=orderingKey" json:"ordering_key,omitempty"`
-	SequenceId             *uint64 `protobuf:"varint,8,opt,name=sequence_id,json=sequenceId" json:"sequence_id,omitempty"`
-	NullValue              *bool   `protobuf:"varint,9,opt,name=null_value,json=nullValue,def=0" json:"null_value,omitempty"`
-	NullPartitionKey       *bool   `protobuf:"varint,10,opt,name=null_partition_key,json=nullPartitionKey,def=0" json:"null_partition_key,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
-}
-
-// Default values for SingleMessageMetadata fields.
-const (
-	Default_SingleMessageMetadata_CompactedOut           = bool(false)
-	Default_SingleMessageMetadata_EventTime              = uint64(0)
-	Default_SingleMessageMetadata_PartitionKeyB64Encoded = bool(false)
-	Default_SingleMessageMetadata_NullValue              = bool(false)
-	Default_SingleMessageMetadata_NullPartitionKey       = bool(false)
-)
-
-func (x *SingleMessageMetadata) Reset() {
-	*x = SingleMessageMetadata{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SingleMessageMetadata) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SingleMessageMetadata) ProtoMessage() {}
-
-func (x *SingleMessageMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SingleMessageMetadata.ProtoReflect.Descriptor instead.
-func (*SingleMessageMetadata) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *SingleMessageMetadata) GetProperties() []*KeyValue {
-	if x != nil {
-		return x.Properties
-	}
-	return nil
-}
-
-func (x *SingleMessageMetadata) GetPartitionKey() string {
-	if x != nil && x.PartitionKey != nil {
-		return *x.PartitionKey
-	}
-	return ""
-}
-
-func (x *SingleMessageMetadata) GetPayloadSize() int32 {
-	if x != nil && x.PayloadSize != nil {
-		return *x.PayloadSize
-	}
-	return 0
-}
-
-func (x *SingleMessageMetadata) GetCompactedOut() bool {
-	if x != nil && x.CompactedOut != nil {
-		return *x.CompactedOut
-	}
-	return Default_SingleMessageMetadata_CompactedOut
-}
-
-func (x *SingleMessageMetadata) GetEventTime() uint64 {
-	if x != nil && x.EventTime != nil {
-		return *x.EventTime
-	}
-	return Default_SingleMessageMetadata_EventTime
-}
-
-func (x *SingleMessageMetadata) GetPartitionKeyB64Encoded() bool {
-	if x != nil && x.PartitionKeyB64Encoded != nil {
-		return *x.PartitionKeyB64Encoded
-	}
-	return Default_SingleMessageMetadata_PartitionKeyB64Encoded
-}
-
-func (x *SingleMessageMetadata) GetOrderingKey() []byte {
-	if x != nil {
-		return x.OrderingKey
-	}
-	return nil
-}
-
-func (x *SingleMessageMetadata) GetSequenceId() uint64 {
-	if x != nil && x.SequenceId != nil {
-		return *x.SequenceId
-	}
-	return 0
-}
-
-func (x *SingleMessageMetadata) GetNullValue() bool {
-	if x != nil && x.NullValue != nil {
-		return *x.NullValue
-	}
-	return Default_SingleMessageMetadata_NullValue
-}
-
-func (x *SingleMessageMetadata) GetNullPartitionKey() bool {
-	if x != nil && x.NullPartitionKey != nil {
-		return *x.NullPartitionKey
-	}
-	return Default_SingleMessageMetadata_NullPartitionKey
-}
-
 // BrokerEntryMetadata is what the broker adds in front of an entry on
 // delivery, to clients that announced supports_broker_entry_metadata.
 type BrokerEntryMetadata struct {
@@ -2168,7 +2040,7 @@ type BrokerEntryMetadata struct {
 
 func (x *BrokerEntryMetadata) Reset() {
 	*x = BrokerEntryMetadata{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[8]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2052,7 @@ func (x *BrokerEntryMetadata) String() string {
 func (*BrokerEntryMetadata) ProtoMessage() {}
 
 func (x *BrokerEntryMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[8]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2065,7 @@ func (x *BrokerEntryMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEntryMetadata.ProtoReflect.Descriptor instead.
 func (*BrokerEntryMetadata) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{8}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BrokerEntryMetadata) GetBrokerTimestamp() uint64 {
@@ -2237,7 +2109,7 @@ const (
 
 func (x *CommandConnect) Reset() {
 	*x = CommandConnect{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[9]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2121,7 @@ func (x *CommandConnect) String() string {
 func (*CommandConnect) ProtoMessage() {}
 
 func (x *CommandConnect) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[9]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2134,7 @@ func (x *CommandConnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandConnect.ProtoReflect.Descriptor instead.
 func (*CommandConnect) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{9}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CommandConnect) GetClientVersion() string {
@@ -2356,7 +2228,7 @@ const (
 
 func (x *FeatureFlags) Reset() {
 	*x = FeatureFlags{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[10]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2240,7 @@ func (x *FeatureFlags) String() string {
 func (*FeatureFlags) ProtoMessage() {}
 
 func (x *FeatureFlags) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[10]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2253,7 @@ func (x *FeatureFlags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureFlags.ProtoReflect.Descriptor instead.
 func (*FeatureFlags) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{10}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FeatureFlags) GetSupportsAuthRefresh() bool {
@@ -2430,7 +2302,7 @@ const (
 
 func (x *CommandConnected) Reset() {
 	*x = CommandConnected{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[11]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2314,7 @@ func (x *CommandConnected) String() string {
 func (*CommandConnected) ProtoMessage() {}
 
 func (x *CommandConnected) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[11]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2327,7 @@ func (x *CommandConnected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandConnected.ProtoReflect.Descriptor instead.
 func (*CommandConnected) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{11}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CommandConnected) GetServerVersion() string {
@@ -2497,7 +2369,7 @@ type AuthData struct {
 
 func (x *AuthData) Reset() {
 	*x = AuthData{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[12]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2381,7 @@ func (x *AuthData) String() string {
 func (*AuthData) ProtoMessage() {}
 
 func (x *AuthData) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[12]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2394,7 @@ func (x *AuthData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthData.ProtoReflect.Descriptor instead.
 func (*AuthData) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{12}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AuthData) GetAuthMethodName() string {
@@ -2557,7 +2429,7 @@ const (
 
 func (x *CommandAuthChallenge) Reset() {
 	*x = CommandAuthChallenge{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[13]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2441,7 @@ func (x *CommandAuthChallenge) String() string {
 func (*CommandAuthChallenge) ProtoMessage() {}
 
 func (x *CommandAuthChallenge) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[13]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2454,7 @@ func (x *CommandAuthChallenge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAuthChallenge.ProtoReflect.Descriptor instead.
 func (*CommandAuthChallenge) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{13}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CommandAuthChallenge) GetServerVersion() string {
@@ -2622,7 +2494,7 @@ const (
 
 func (x *CommandAuthResponse) Reset() {
 	*x = CommandAuthResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[14]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2506,7 @@ func (x *CommandAuthResponse) String() string {
 func (*CommandAuthResponse) ProtoMessage() {}
 
 func (x *CommandAuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[14]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2519,7 @@ func (x *CommandAuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAuthResponse.ProtoReflect.Descriptor instead.
 func (*CommandAuthResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{14}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CommandAuthResponse) GetClientVersion() string {
@@ -2680,7 +2552,7 @@ type CommandPing struct {
 
 func (x *CommandPing) Reset() {
 	*x = CommandPing{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[15]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2564,7 @@ func (x *CommandPing) String() string {
 func (*CommandPing) ProtoMessage() {}
 
 func (x *CommandPing) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[15]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2577,7 @@ func (x *CommandPing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPing.ProtoReflect.Descriptor instead.
 func (*CommandPing) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{15}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{14}
 }
 
 type CommandPong struct {
@@ -2716,7 +2588,7 @@ type CommandPong struct {
 
 func (x *CommandPong) Reset() {
 	*x = CommandPong{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[16]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2600,7 @@ func (x *CommandPong) String() string {
 func (*CommandPong) ProtoMessage() {}
 
 func (x *CommandPong) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[16]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +2613,7 @@ func (x *CommandPong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPong.ProtoReflect.Descriptor instead.
 func (*CommandPong) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{16}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{15}
 }
 
 type CommandPartitionedTopicMetadata struct {
@@ -2758,7 +2630,7 @@ type CommandPartitionedTopicMetadata struct {
 
 func (x *CommandPartitionedTopicMetadata) Reset() {
 	*x = CommandPartitionedTopicMetadata{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[17]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2642,7 @@ func (x *CommandPartitionedTopicMetadata) String() string {
 func (*CommandPartitionedTopicMetadata) ProtoMessage() {}
 
 func (x *CommandPartitionedTopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[17]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2655,7 @@ func (x *CommandPartitionedTopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPartitionedTopicMetadata.ProtoReflect.Descriptor instead.
 func (*CommandPartitionedTopicMetadata) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{17}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommandPartitionedTopicMetadata) GetTopic() string {
@@ -2835,7 +2707,7 @@ type CommandPartitionedTopicMetadataResponse struct {
 
 func (x *CommandPartitionedTopicMetadataResponse) Reset() {
 	*x = CommandPartitionedTopicMetadataResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[18]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2719,7 @@ func (x *CommandPartitionedTopicMetadataResponse) String() string {
 func (*CommandPartitionedTopicMetadataResponse) ProtoMessage() {}
 
 func (x *CommandPartitionedTopicMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[18]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +2732,7 @@ func (x *CommandPartitionedTopicMetadataResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use CommandPartitionedTopicMetadataResponse.ProtoReflect.Descriptor instead.
 func (*CommandPartitionedTopicMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{18}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommandPartitionedTopicMetadataResponse) GetPartitions() uint32 {
@@ -2920,7 +2792,7 @@ const (
 
 func (x *CommandLookupTopic) Reset() {
 	*x = CommandLookupTopic{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[19]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +2804,7 @@ func (x *CommandLookupTopic) String() string {
 func (*CommandLookupTopic) ProtoMessage() {}
 
 func (x *CommandLookupTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[19]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +2817,7 @@ func (x *CommandLookupTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLookupTopic.ProtoReflect.Descriptor instead.
 func (*CommandLookupTopic) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{19}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandLookupTopic) GetTopic() string {
@@ -3028,7 +2900,7 @@ const (
 
 func (x *CommandLookupTopicResponse) Reset() {
 	*x = CommandLookupTopicResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[20]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +2912,7 @@ func (x *CommandLookupTopicResponse) String() string {
 func (*CommandLookupTopicResponse) ProtoMessage() {}
 
 func (x *CommandLookupTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[20]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +2925,7 @@ func (x *CommandLookupTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLookupTopicResponse.ProtoReflect.Descriptor instead.
 func (*CommandLookupTopicResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{20}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommandLookupTopicResponse) GetBrokerServiceUrl() string {
@@ -3131,7 +3003,7 @@ const (
 
 func (x *CommandGetTopicsOfNamespace) Reset() {
 	*x = CommandGetTopicsOfNamespace{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[21]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3015,7 @@ func (x *CommandGetTopicsOfNamespace) String() string {
 func (*CommandGetTopicsOfNamespace) ProtoMessage() {}
 
 func (x *CommandGetTopicsOfNamespace) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[21]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3028,7 @@ func (x *CommandGetTopicsOfNamespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetTopicsOfNamespace.ProtoReflect.Descriptor instead.
 func (*CommandGetTopicsOfNamespace) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{21}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommandGetTopicsOfNamespace) GetRequestId() uint64 {
@@ -3215,7 +3087,7 @@ const (
 
 func (x *CommandGetTopicsOfNamespaceResponse) Reset() {
 	*x = CommandGetTopicsOfNamespaceResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[22]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3099,7 @@ func (x *CommandGetTopicsOfNamespaceResponse) String() string {
 func (*CommandGetTopicsOfNamespaceResponse) ProtoMessage() {}
 
 func (x *CommandGetTopicsOfNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[22]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3112,7 @@ func (x *CommandGetTopicsOfNamespaceResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CommandGetTopicsOfNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetTopicsOfNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{22}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommandGetTopicsOfNamespaceResponse) GetRequestId() uint64 {
@@ -3313,7 +3185,7 @@ const (
 
 func (x *CommandProducer) Reset() {
 	*x = CommandProducer{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[23]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3197,7 @@ func (x *CommandProducer) String() string {
 func (*CommandProducer) ProtoMessage() {}
 
 func (x *CommandProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[23]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3210,7 @@ func (x *CommandProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandProducer.ProtoReflect.Descriptor instead.
 func (*CommandProducer) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{23}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CommandProducer) GetTopic() string {
@@ -3455,7 +3327,7 @@ const (
 
 func (x *CommandProducerSuccess) Reset() {
 	*x = CommandProducerSuccess{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[24]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3339,7 @@ func (x *CommandProducerSuccess) String() string {
 func (*CommandProducerSuccess) ProtoMessage() {}
 
 func (x *CommandProducerSuccess) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[24]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3352,7 @@ func (x *CommandProducerSuccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandProducerSuccess.ProtoReflect.Descriptor instead.
 func (*CommandProducerSuccess) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{24}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CommandProducerSuccess) GetRequestId() uint64 {
@@ -3555,7 +3427,7 @@ const (
 
 func (x *CommandSend) Reset() {
 	*x = CommandSend{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[25]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3439,7 @@ func (x *CommandSend) String() string {
 func (*CommandSend) ProtoMessage() {}
 
 func (x *CommandSend) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[25]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3452,7 @@ func (x *CommandSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSend.ProtoReflect.Descriptor instead.
 func (*CommandSend) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{25}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandSend) GetProducerId() uint64 {
@@ -3664,7 +3536,7 @@ const (
 
 func (x *CommandSendReceipt) Reset() {
 	*x = CommandSendReceipt{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[26]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3548,7 @@ func (x *CommandSendReceipt) String() string {
 func (*CommandSendReceipt) ProtoMessage() {}
 
 func (x *CommandSendReceipt) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[26]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3561,7 @@ func (x *CommandSendReceipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSendReceipt.ProtoReflect.Descriptor instead.
 func (*CommandSendReceipt) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{26}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CommandSendReceipt) GetProducerId() uint64 {
@@ -3732,7 +3604,7 @@ type CommandSendError struct {
 
 func (x *CommandSendError) Reset() {
 	*x = CommandSendError{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[27]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3744,7 +3616,7 @@ func (x *CommandSendError) String() string {
 func (*CommandSendError) ProtoMessage() {}
 
 func (x *CommandSendError) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[27]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3757,7 +3629,7 @@ func (x *CommandSendError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSendError.ProtoReflect.Descriptor instead.
 func (*CommandSendError) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{27}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CommandSendError) GetProducerId() uint64 {
@@ -3801,7 +3673,7 @@ type CommandCloseProducer struct {
 
 func (x *CommandCloseProducer) Reset() {
 	*x = CommandCloseProducer{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[28]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3813,7 +3685,7 @@ func (x *CommandCloseProducer) String() string {
 func (*CommandCloseProducer) ProtoMessage() {}
 
 func (x *CommandCloseProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[28]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3826,7 +3698,7 @@ func (x *CommandCloseProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandCloseProducer.ProtoReflect.Descriptor instead.
 func (*CommandCloseProducer) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{28}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CommandCloseProducer) GetProducerId() uint64 {
@@ -3874,7 +3746,7 @@ const (
 
 func (x *KeySharedMeta) Reset() {
 	*x = KeySharedMeta{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[29]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3886,7 +3758,7 @@ func (x *KeySharedMeta) String() string {
 func (*KeySharedMeta) ProtoMessage() {}
 
 func (x *KeySharedMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[29]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3899,7 +3771,7 @@ func (x *KeySharedMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySharedMeta.ProtoReflect.Descriptor instead.
 func (*KeySharedMeta) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{29}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KeySharedMeta) GetKeySharedMode() KeySharedMode {
@@ -3963,7 +3835,7 @@ const (
 
 func (x *CommandSubscribe) Reset() {
 	*x = CommandSubscribe{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[30]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3975,7 +3847,7 @@ func (x *CommandSubscribe) String() string {
 func (*CommandSubscribe) ProtoMessage() {}
 
 func (x *CommandSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[30]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3988,7 +3860,7 @@ func (x *CommandSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSubscribe.ProtoReflect.Descriptor instead.
 func (*CommandSubscribe) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{30}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CommandSubscribe) GetTopic() string {
@@ -4135,7 +4007,7 @@ type CommandFlow struct {
 
 func (x *CommandFlow) Reset() {
 	*x = CommandFlow{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[31]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4147,7 +4019,7 @@ func (x *CommandFlow) String() string {
 func (*CommandFlow) ProtoMessage() {}
 
 func (x *CommandFlow) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[31]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4160,7 +4032,7 @@ func (x *CommandFlow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandFlow.ProtoReflect.Descriptor instead.
 func (*CommandFlow) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{31}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommandFlow) GetConsumerId() uint64 {
@@ -4198,7 +4070,7 @@ const (
 
 func (x *CommandMessage) Reset() {
 	*x = CommandMessage{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[32]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4082,7 @@ func (x *CommandMessage) String() string {
 func (*CommandMessage) ProtoMessage() {}
 
 func (x *CommandMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[32]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4095,7 @@ func (x *CommandMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandMessage.ProtoReflect.Descriptor instead.
 func (*CommandMessage) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{32}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CommandMessage) GetConsumerId() uint64 {
@@ -4284,7 +4156,7 @@ const (
 
 func (x *CommandAck) Reset() {
 	*x = CommandAck{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[33]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4296,7 +4168,7 @@ func (x *CommandAck) String() string {
 func (*CommandAck) ProtoMessage() {}
 
 func (x *CommandAck) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[33]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4309,7 +4181,7 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
 func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{33}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CommandAck) GetConsumerId() uint64 {
@@ -4389,7 +4261,7 @@ const (
 
 func (x *CommandAckResponse) Reset() {
 	*x = CommandAckResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[34]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4401,7 +4273,7 @@ func (x *CommandAckResponse) String() string {
 func (*CommandAckResponse) ProtoMessage() {}
 
 func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[34]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4414,7 +4286,7 @@ func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAckResponse.ProtoReflect.Descriptor instead.
 func (*CommandAckResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{34}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CommandAckResponse) GetConsumerId() uint64 {
@@ -4471,7 +4343,7 @@ type CommandRedeliverUnacknowledgedMessages struct {
 
 func (x *CommandRedeliverUnacknowledgedMessages) Reset() {
 	*x = CommandRedeliverUnacknowledgedMessages{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[35]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4355,7 @@ func (x *CommandRedeliverUnacknowledgedMessages) String() string {
 func (*CommandRedeliverUnacknowledgedMessages) ProtoMessage() {}
 
 func (x *CommandRedeliverUnacknowledgedMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[35]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4368,7 @@ func (x *CommandRedeliverUnacknowledgedMessages) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use CommandRedeliverUnacknowledgedMessages.ProtoReflect.Descriptor instead.
 func (*CommandRedeliverUnacknowledgedMessages) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{35}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CommandRedeliverUnacknowledgedMessages) GetConsumerId() uint64 {
@@ -4537,7 +4409,7 @@ const (
 
 func (x *CommandActiveConsumerChange) Reset() {
 	*x = CommandActiveConsumerChange{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[36]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4549,7 +4421,7 @@ func (x *CommandActiveConsumerChange) String() string {
 func (*CommandActiveConsumerChange) ProtoMessage() {}
 
 func (x *CommandActiveConsumerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[36]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4562,7 +4434,7 @@ func (x *CommandActiveConsumerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandActiveConsumerChange.ProtoReflect.Descriptor instead.
 func (*CommandActiveConsumerChange) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{36}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CommandActiveConsumerChange) GetConsumerId() uint64 {
@@ -4595,7 +4467,7 @@ const (
 
 func (x *CommandUnsubscribe) Reset() {
 	*x = CommandUnsubscribe{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[37]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4607,7 +4479,7 @@ func (x *CommandUnsubscribe) String() string {
 func (*CommandUnsubscribe) ProtoMessage() {}
 
 func (x *CommandUnsubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[37]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4620,7 +4492,7 @@ func (x *CommandUnsubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandUnsubscribe.ProtoReflect.Descriptor instead.
 func (*CommandUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{37}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CommandUnsubscribe) GetConsumerId() uint64 {
@@ -4658,7 +4530,7 @@ type CommandSeek struct {
 
 func (x *CommandSeek) Reset() {
 	*x = CommandSeek{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[38]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4670,7 +4542,7 @@ func (x *CommandSeek) String() string {
 func (*CommandSeek) ProtoMessage() {}
 
 func (x *CommandSeek) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[38]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4683,7 +4555,7 @@ func (x *CommandSeek) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSeek.ProtoReflect.Descriptor instead.
 func (*CommandSeek) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{38}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CommandSeek) GetConsumerId() uint64 {
@@ -4724,7 +4596,7 @@ type CommandGetLastMessageId struct {
 
 func (x *CommandGetLastMessageId) Reset() {
 	*x = CommandGetLastMessageId{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[39]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4736,7 +4608,7 @@ func (x *CommandGetLastMessageId) String() string {
 func (*CommandGetLastMessageId) ProtoMessage() {}
 
 func (x *CommandGetLastMessageId) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[39]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4749,7 +4621,7 @@ func (x *CommandGetLastMessageId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetLastMessageId.ProtoReflect.Descriptor instead.
 func (*CommandGetLastMessageId) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{39}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CommandGetLastMessageId) GetConsumerId() uint64 {
@@ -4777,7 +4649,7 @@ type CommandGetLastMessageIdResponse struct {
 
 func (x *CommandGetLastMessageIdResponse) Reset() {
 	*x = CommandGetLastMessageIdResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[40]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4789,7 +4661,7 @@ func (x *CommandGetLastMessageIdResponse) String() string {
 func (*CommandGetLastMessageIdResponse) ProtoMessage() {}
 
 func (x *CommandGetLastMessageIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[40]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4802,7 +4674,7 @@ func (x *CommandGetLastMessageIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetLastMessageIdResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetLastMessageIdResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{40}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CommandGetLastMessageIdResponse) GetLastMessageId() *MessageIdData {
@@ -4838,7 +4710,7 @@ type CommandCloseConsumer struct {
 
 func (x *CommandCloseConsumer) Reset() {
 	*x = CommandCloseConsumer{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[41]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4850,7 +4722,7 @@ func (x *CommandCloseConsumer) String() string {
 func (*CommandCloseConsumer) ProtoMessage() {}
 
 func (x *CommandCloseConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[41]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4863,7 +4735,7 @@ func (x *CommandCloseConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandCloseConsumer.ProtoReflect.Descriptor instead.
 func (*CommandCloseConsumer) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{41}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CommandCloseConsumer) GetConsumerId() uint64 {
@@ -4904,7 +4776,7 @@ type CommandSuccess struct {
 
 func (x *CommandSuccess) Reset() {
 	*x = CommandSuccess{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[42]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +4788,7 @@ func (x *CommandSuccess) String() string {
 func (*CommandSuccess) ProtoMessage() {}
 
 func (x *CommandSuccess) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[42]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +4801,7 @@ func (x *CommandSuccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandSuccess.ProtoReflect.Descriptor instead.
 func (*CommandSuccess) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{42}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CommandSuccess) GetRequestId() uint64 {
@@ -4957,7 +4829,7 @@ type CommandError struct {
 
 func (x *CommandError) Reset() {
 	*x = CommandError{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[43]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4969,7 +4841,7 @@ func (x *CommandError) String() string {
 func (*CommandError) ProtoMessage() {}
 
 func (x *CommandError) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[43]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4982,7 +4854,7 @@ func (x *CommandError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandError.ProtoReflect.Descriptor instead.
 func (*CommandError) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{43}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CommandError) GetRequestId() uint64 {
@@ -5018,7 +4890,7 @@ type CommandGetSchema struct {
 
 func (x *CommandGetSchema) Reset() {
 	*x = CommandGetSchema{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[44]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5030,7 +4902,7 @@ func (x *CommandGetSchema) String() string {
 func (*CommandGetSchema) ProtoMessage() {}
 
 func (x *CommandGetSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[44]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5043,7 +4915,7 @@ func (x *CommandGetSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetSchema.ProtoReflect.Descriptor instead.
 func (*CommandGetSchema) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{44}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CommandGetSchema) GetRequestId() uint64 {
@@ -5080,7 +4952,7 @@ type CommandGetSchemaResponse struct {
 
 func (x *CommandGetSchemaResponse) Reset() {
 	*x = CommandGetSchemaResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[45]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5092,7 +4964,7 @@ func (x *CommandGetSchemaResponse) String() string {
 func (*CommandGetSchemaResponse) ProtoMessage() {}
 
 func (x *CommandGetSchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[45]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5105,7 +4977,7 @@ func (x *CommandGetSchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetSchemaResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{45}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CommandGetSchemaResponse) GetRequestId() uint64 {
@@ -5154,7 +5026,7 @@ type CommandGetOrCreateSchema struct {
 
 func (x *CommandGetOrCreateSchema) Reset() {
 	*x = CommandGetOrCreateSchema{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[46]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5166,7 +5038,7 @@ func (x *CommandGetOrCreateSchema) String() string {
 func (*CommandGetOrCreateSchema) ProtoMessage() {}
 
 func (x *CommandGetOrCreateSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[46]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5179,7 +5051,7 @@ func (x *CommandGetOrCreateSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetOrCreateSchema.ProtoReflect.Descriptor instead.
 func (*CommandGetOrCreateSchema) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{46}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CommandGetOrCreateSchema) GetRequestId() uint64 {
@@ -5215,7 +5087,7 @@ type CommandGetOrCreateSchemaResponse struct {
 
 func (x *CommandGetOrCreateSchemaResponse) Reset() {
 	*x = CommandGetOrCreateSchemaResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[47]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5227,7 +5099,7 @@ func (x *CommandGetOrCreateSchemaResponse) String() string {
 func (*CommandGetOrCreateSchemaResponse) ProtoMessage() {}
 
 func (x *CommandGetOrCreateSchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[47]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5240,7 +5112,7 @@ func (x *CommandGetOrCreateSchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandGetOrCreateSchemaResponse.ProtoReflect.Descriptor instead.
 func (*CommandGetOrCreateSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{47}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CommandGetOrCreateSchemaResponse) GetRequestId() uint64 {
@@ -5287,7 +5159,7 @@ const (
 
 func (x *CommandTcClientConnectRequest) Reset() {
 	*x = CommandTcClientConnectRequest{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[48]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5299,7 +5171,7 @@ func (x *CommandTcClientConnectRequest) String() string {
 func (*CommandTcClientConnectRequest) ProtoMessage() {}
 
 func (x *CommandTcClientConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[48]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5312,7 +5184,7 @@ func (x *CommandTcClientConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandTcClientConnectRequest.ProtoReflect.Descriptor instead.
 func (*CommandTcClientConnectRequest) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{48}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CommandTcClientConnectRequest) GetRequestId() uint64 {
@@ -5340,7 +5212,7 @@ type CommandTcClientConnectResponse struct {
 
 func (x *CommandTcClientConnectResponse) Reset() {
 	*x = CommandTcClientConnectResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[49]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5352,7 +5224,7 @@ func (x *CommandTcClientConnectResponse) String() string {
 func (*CommandTcClientConnectResponse) ProtoMessage() {}
 
 func (x *CommandTcClientConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[49]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5365,7 +5237,7 @@ func (x *CommandTcClientConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandTcClientConnectResponse.ProtoReflect.Descriptor instead.
 func (*CommandTcClientConnectResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{49}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CommandTcClientConnectResponse) GetRequestId() uint64 {
@@ -5407,7 +5279,7 @@ const (
 
 func (x *CommandNewTxn) Reset() {
 	*x = CommandNewTxn{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[50]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5419,7 +5291,7 @@ func (x *CommandNewTxn) String() string {
 func (*CommandNewTxn) ProtoMessage() {}
 
 func (x *CommandNewTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[50]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5432,7 +5304,7 @@ func (x *CommandNewTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandNewTxn.ProtoReflect.Descriptor instead.
 func (*CommandNewTxn) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{50}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CommandNewTxn) GetRequestId() uint64 {
@@ -5475,7 +5347,7 @@ const (
 
 func (x *CommandNewTxnResponse) Reset() {
 	*x = CommandNewTxnResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[51]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5487,7 +5359,7 @@ func (x *CommandNewTxnResponse) String() string {
 func (*CommandNewTxnResponse) ProtoMessage() {}
 
 func (x *CommandNewTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[51]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5500,7 +5372,7 @@ func (x *CommandNewTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandNewTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommandNewTxnResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{51}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CommandNewTxnResponse) GetRequestId() uint64 {
@@ -5556,7 +5428,7 @@ const (
 
 func (x *CommandAddPartitionToTxn) Reset() {
 	*x = CommandAddPartitionToTxn{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[52]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5568,7 +5440,7 @@ func (x *CommandAddPartitionToTxn) String() string {
 func (*CommandAddPartitionToTxn) ProtoMessage() {}
 
 func (x *CommandAddPartitionToTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[52]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5581,7 +5453,7 @@ func (x *CommandAddPartitionToTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAddPartitionToTxn.ProtoReflect.Descriptor instead.
 func (*CommandAddPartitionToTxn) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{52}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CommandAddPartitionToTxn) GetRequestId() uint64 {
@@ -5631,7 +5503,7 @@ const (
 
 func (x *CommandAddPartitionToTxnResponse) Reset() {
 	*x = CommandAddPartitionToTxnResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[53]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5643,7 +5515,7 @@ func (x *CommandAddPartitionToTxnResponse) String() string {
 func (*CommandAddPartitionToTxnResponse) ProtoMessage() {}
 
 func (x *CommandAddPartitionToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[53]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5656,7 +5528,7 @@ func (x *CommandAddPartitionToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAddPartitionToTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommandAddPartitionToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{53}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CommandAddPartitionToTxnResponse) GetRequestId() uint64 {
@@ -5705,7 +5577,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[54]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5717,7 +5589,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[54]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5730,7 +5602,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{54}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Subscription) GetTopic() string {
@@ -5765,7 +5637,7 @@ const (
 
 func (x *CommandAddSubscriptionToTxn) Reset() {
 	*x = CommandAddSubscriptionToTxn{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[55]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5777,7 +5649,7 @@ func (x *CommandAddSubscriptionToTxn) String() string {
 func (*CommandAddSubscriptionToTxn) ProtoMessage() {}
 
 func (x *CommandAddSubscriptionToTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[55]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5790,7 +5662,7 @@ func (x *CommandAddSubscriptionToTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAddSubscriptionToTxn.ProtoReflect.Descriptor instead.
 func (*CommandAddSubscriptionToTxn) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{55}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CommandAddSubscriptionToTxn) GetRequestId() uint64 {
@@ -5840,7 +5712,7 @@ const (
 
 func (x *CommandAddSubscriptionToTxnResponse) Reset() {
 	*x = CommandAddSubscriptionToTxnResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[56]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5852,7 +5724,7 @@ func (x *CommandAddSubscriptionToTxnResponse) String() string {
 func (*CommandAddSubscriptionToTxnResponse) ProtoMessage() {}
 
 func (x *CommandAddSubscriptionToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[56]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5865,7 +5737,7 @@ func (x *CommandAddSubscriptionToTxnResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CommandAddSubscriptionToTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommandAddSubscriptionToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{56}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CommandAddSubscriptionToTxnResponse) GetRequestId() uint64 {
@@ -5921,7 +5793,7 @@ const (
 
 func (x *CommandEndTxn) Reset() {
 	*x = CommandEndTxn{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[57]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5933,7 +5805,7 @@ func (x *CommandEndTxn) String() string {
 func (*CommandEndTxn) ProtoMessage() {}
 
 func (x *CommandEndTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[57]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5946,7 +5818,7 @@ func (x *CommandEndTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEndTxn.ProtoReflect.Descriptor instead.
 func (*CommandEndTxn) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{57}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CommandEndTxn) GetRequestId() uint64 {
@@ -5996,7 +5868,7 @@ const (
 
 func (x *CommandEndTxnResponse) Reset() {
 	*x = CommandEndTxnResponse{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[58]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6008,7 +5880,7 @@ func (x *CommandEndTxnResponse) String() string {
 func (*CommandEndTxnResponse) ProtoMessage() {}
 
 func (x *CommandEndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[58]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6021,7 +5893,7 @@ func (x *CommandEndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandEndTxnResponse.ProtoReflect.Descriptor instead.
 func (*CommandEndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{58}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CommandEndTxnResponse) GetRequestId() uint64 {
@@ -6116,7 +5988,7 @@ type BaseCommand struct {
 
 func (x *BaseCommand) Reset() {
 	*x = BaseCommand{}
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[59]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6128,7 +6000,7 @@ func (x *BaseCommand) String() string {
 func (*BaseCommand) ProtoMessage() {}
 
 func (x *BaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[59]
+	mi := &file_protocols_pulsar_proto_pulsar_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6141,7 +6013,7 @@ func (x *BaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseCommand.ProtoReflect.Descriptor instead.
 func (*BaseCommand) Descriptor() ([]byte, []int) {
-	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{59}
+	return file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BaseCommand) GetType() BaseCommand_Type {
@@ -6568,24 +6440,7 @@ const file_protocols_pulsar_proto_pulsar_proto_rawDesc = "" +
 	"\x13num_chunks_from_msg\x18\x1b \x01(\x05R\x10numChunksFromMsg\x12/\n" +
 	"\x14total_chunk_msg_size\x18\x1c \x01(\x05R\x11totalChunkMsgSize\x12\x19\n" +
 	"\bchunk_id\x18\x1d \x01(\x05R\achunkId\x123\n" +
-	"\x12null_partition_key\x18\x1e \x01(\b:\x05falseR\x10nullPartitionKey\"\xc5\x03\n" +
-	"\x15SingleMessageMetadata\x125\n" +
-	"\n" +
-	"properties\x18\x01 \x03(\v2\x15.tern.pulsar.KeyValueR\n" +
-	"properties\x12#\n" +
-	"\rpartition_key\x18\x02 \x01(\tR\fpartitionKey\x12!\n" +
-	"\fpayload_size\x18\x03 \x02(\x05R\vpayloadSize\x12*\n" +
-	"\rcompacted_out\x18\x04 \x01(\b:\x05falseR\fcompactedOut\x12 \n" +
-	"\n" +
-	"event_time\x18\x05 \x01(\x04:\x010R\teventTime\x12@\n" +
-	"\x19partition_key_b64_encoded\x18\x06 \x01(\b:\x05falseR\x16partitionKeyB64Encoded\x12!\n" +
-	"\fordering_key\x18\a \x01(\fR\vorderingKey\x12\x1f\n" +
-	"\vsequence_id\x18\b \x01(\x04R\n" +
-	"sequenceId\x12$\n" +
-	"\n" +
-	"null_value\x18\t \x01(\b:\x05falseR\tnullValue\x123\n" +
-	"\x12null_partition_key\x18\n" +
-	" \x01(\b:\x05falseR\x10nullPartitionKey\"V\n" +
+	"\x12null_partition_key\x18\x1e \x01(\b:\x05falseR\x10nullPartitionKey\"V\n" +
 	"\x13BrokerEntryMetadata\x12)\n" +
 	"\x10broker_timestamp\x18\x01 \x01(\x04R\x0fbrokerTimestamp\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"\xe4\x03\n" +
@@ -7193,7 +7048,7 @@ func file_protocols_pulsar_proto_pulsar_proto_rawDescGZIP() []byte {
 }
 
 var file_protocols_pulsar_proto_pulsar_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
-var file_protocols_pulsar_proto_pulsar_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_protocols_pulsar_proto_pulsar_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_protocols_pulsar_proto_pulsar_proto_goTypes = []any{
 	(CompressionType)(0),    // 0: tern.pulsar.CompressionType
 	(ProducerAccessMode)(0), // 1: tern.pulsar.ProducerAccessMode
@@ -7218,59 +7073,58 @@ var file_protocols_pulsar_proto_pulsar_proto_goTypes = []any{
 	(*IntRange)(nil),                                        // 20: tern.pulsar.IntRange
 	(*EncryptionKeys)(nil),                                  // 21: tern.pulsar.EncryptionKeys
 	(*MessageMetadata)(nil),                                 // 22: tern.pulsar.MessageMetadata
-	(*SingleMessageMetadata)(nil),                           // 23: tern.pulsar.SingleMessageMetadata
-	(*BrokerEntryMetadata)(nil),                             // 24: tern.pulsar.BrokerEntryMetadata
-	(*CommandConnect)(nil),                                  // 25: tern.pulsar.CommandConnect
-	(*FeatureFlags)(nil),                                    // 26: tern.pulsar.FeatureFlags
-	(*CommandConnected)(nil),                                // 27: tern.pulsar.CommandConnected
-	(*AuthData)(nil),                                        // 28: tern.pulsar.AuthData
-	(*CommandAuthChallenge)(nil),                            // 29: tern.pulsar.CommandAuthChallenge
-	(*CommandAuthResponse)(nil),                             // 30: tern.pulsar.CommandAuthResponse
-	(*CommandPing)(nil),                                     // 31: tern.pulsar.CommandPing
-	(*CommandPong)(nil),                                     // 32: tern.pulsar.CommandPong
-	(*CommandPartitionedTopicMetadata)(nil),                 // 33: tern.pulsar.CommandPartitionedTopicMetadata
-	(*CommandPartitionedTopicMetadataResponse)(nil),         // 34: tern.pulsar.CommandPartitionedTopicMetadataResponse
-	(*CommandLookupTopic)(nil),                              // 35: tern.pulsar.CommandLookupTopic
-	(*CommandLookupTopicResponse)(nil),                      // 36: tern.pulsar.CommandLookupTopicResponse
-	(*CommandGetTopicsOfNamespace)(nil),                     // 37: tern.pulsar.CommandGetTopicsOfNamespace
-	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 38: tern.pulsar.CommandGetTopicsOfNamespaceResponse
-	(*CommandProducer)(nil),                                 // 39: tern.pulsar.CommandProducer
-	(*CommandProducerSuccess)(nil),                          // 40: tern.pulsar.CommandProducerSuccess
-	(*CommandSend)(nil),                                     // 41: tern.pulsar.CommandSend
-	(*CommandSendReceipt)(nil),                              // 42: tern.pulsar.CommandSendReceipt
-	(*CommandSendError)(nil),                                // 43: tern.pulsar.CommandSendError
-	(*CommandCloseProducer)(nil),                            // 44: tern.pulsar.CommandCloseProducer
-	(*KeySharedMeta)(nil),                                   // 45: tern.pulsar.KeySharedMeta
-	(*CommandSubscribe)(nil),                                // 46: tern.pulsar.CommandSubscribe
-	(*CommandFlow)(nil),                                     // 47: tern.pulsar.CommandFlow
-	(*CommandMessage)(nil),                                  // 48: tern.pulsar.CommandMessage
-	(*CommandAck)(nil),                                      // 49: tern.pulsar.CommandAck
-	(*CommandAckResponse)(nil),                              // 50: tern.pulsar.CommandAckResponse
-	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 51: tern.pulsar.CommandRedeliverUnacknowledgedMessages
-	(*CommandActiveConsumerChange)(nil),                     // 52: tern.pulsar.CommandActiveConsumerChange
-	(*CommandUnsubscribe)(nil),                              // 53: tern.pulsar.CommandUnsubscribe
-	(*CommandSeek)(nil),                                     // 54: tern.pulsar.CommandSeek
-	(*CommandGetLastMessageId)(nil),                         // 55: tern.pulsar.CommandGetLastMessageId
-	(*CommandGetLastMessageIdResponse)(nil),                 // 56: tern.pulsar.CommandGetLastMessageIdResponse
-	(*CommandCloseConsumer)(nil),                            // 57: tern.pulsar.CommandCloseConsumer
-	(*CommandSuccess)(nil),                                  // 58: tern.pulsar.CommandSuccess
-	(*CommandError)(nil),                                    // 59: tern.pulsar.CommandError
-	(*CommandGetSchema)(nil),                                // 60: tern.pulsar.CommandGetSchema
-	(*CommandGetSchemaResponse)(nil),                        // 61: tern.pulsar.CommandGetSchemaResponse
-	(*CommandGetOrCreateSchema)(nil),                        // 62: tern.pulsar.CommandGetOrCreateSchema
-	(*CommandGetOrCreateSchemaResponse)(nil),                // 63: tern.pulsar.CommandGetOrCreateSchemaResponse
-	(*CommandTcClientConnectRequest)(nil),                   // 64: tern.pulsar.CommandTcClientConnectRequest
-	(*CommandTcClientConnectResponse)(nil),                  // 65: tern.pulsar.CommandTcClientConnectResponse
-	(*CommandNewTxn)(nil),                                   // 66: tern.pulsar.CommandNewTxn
-	(*CommandNewTxnResponse)(nil),                           // 67: tern.pulsar.CommandNewTxnResponse
-	(*CommandAddPartitionToTxn)(nil),                        // 68: tern.pulsar.CommandAddPartitionToTxn
-	(*CommandAddPartitionToTxnResponse)(nil),                // 69: tern.pulsar.CommandAddPartitionToTxnResponse
-	(*Subscription)(nil),                                    // 70: tern.pulsar.Subscription
-	(*CommandAddSubscriptionToTxn)(nil),                     // 71: tern.pulsar.CommandAddSubscriptionToTxn
-	(*CommandAddSubscriptionToTxnResponse)(nil),             // 72: tern.pulsar.CommandAddSubscriptionToTxnResponse
-	(*CommandEndTxn)(nil),                                   // 73: tern.pulsar.CommandEndTxn
-	(*CommandEndTxnResponse)(nil),                           // 74: tern.pulsar.CommandEndTxnResponse
-	(*BaseCommand)(nil),                                     // 75: tern.pulsar.BaseCommand
+	(*BrokerEntryMetadata)(nil),                             // 23: tern.pulsar.BrokerEntryMetadata
+	(*CommandConnect)(nil),                                  // 24: tern.pulsar.CommandConnect
+	(*FeatureFlags)(nil),                                    // 25: tern.pulsar.FeatureFlags
+	(*CommandConnected)(nil),                                // 26: tern.pulsar.CommandConnected
+	(*AuthData)(nil),                                        // 27: tern.pulsar.AuthData
+	(*CommandAuthChallenge)(nil),                            // 28: tern.pulsar.CommandAuthChallenge
+	(*CommandAuthResponse)(nil),                             // 29: tern.pulsar.CommandAuthResponse
+	(*CommandPing)(nil),                                     // 30: tern.pulsar.CommandPing
+	(*CommandPong)(nil),                                     // 31: tern.pulsar.CommandPong
+	(*CommandPartitionedTopicMetadata)(nil),                 // 32: tern.pulsar.CommandPartitionedTopicMetadata
+	(*CommandPartitionedTopicMetadataResponse)(nil),         // 33: tern.pulsar.CommandPartitionedTopicMetadataResponse
+	(*CommandLookupTopic)(nil),                              // 34: tern.pulsar.CommandLookupTopic
+	(*CommandLookupTopicResponse)(nil),                      // 35: tern.pulsar.CommandLookupTopicResponse
+	(*CommandGetTopicsOfNamespace)(nil),                     // 36: tern.pulsar.CommandGetTopicsOfNamespace
+	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 37: tern.pulsar.CommandGetTopicsOfNamespaceResponse
+	(*CommandProducer)(nil),                                 // 38: tern.pulsar.CommandProducer
+	(*CommandProducerSuccess)(nil),                          // 39: tern.pulsar.CommandProducerSuccess
+	(*CommandSend)(nil),                                     // 40: tern.pulsar.CommandSend
+	(*CommandSendReceipt)(nil),                              // 41: tern.pulsar.CommandSendReceipt
+	(*CommandSendError)(nil),                                // 42: tern.pulsar.CommandSendError
+	(*CommandCloseProducer)(nil),                            // 43: tern.pulsar.CommandCloseProducer
+	(*KeySharedMeta)(nil),                                   // 44: tern.pulsar.KeySharedMeta
+	(*CommandSubscribe)(nil),                                // 45: tern.pulsar.CommandSubscribe
+	(*CommandFlow)(nil),                                     // 46: tern.pulsar.CommandFlow
+	(*CommandMessage)(nil),                                  // 47: tern.pulsar.CommandMessage
+	(*CommandAck)(nil),                                      // 48: tern.pulsar.CommandAck
+	(*CommandAckResponse)(nil),                              // 49: tern.pulsar.CommandAckResponse
+	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 50: tern.pulsar.CommandRedeliverUnacknowledgedMessages
+	(*CommandActiveConsumerChange)(nil),                     // 51: tern.pulsar.CommandActiveConsumerChange
+	(*CommandUnsubscribe)(nil),                              // 52: tern.pulsar.CommandUnsubscribe
+	(*CommandSeek)(nil),                                     // 53: tern.pulsar.CommandSeek
+	(*CommandGetLastMessageId)(nil),                         // 54: tern.pulsar.CommandGetLastMessageId
+	(*CommandGetLastMessageIdResponse)(nil),                 // 55: tern.pulsar.CommandGetLastMessageIdResponse
+	(*CommandCloseConsumer)(nil),                            // 56: tern.pulsar.CommandCloseConsumer
+	(*CommandSuccess)(nil),                                  // 57: tern.pulsar.CommandSuccess
+	(*CommandError)(nil),                                    // 58: tern.pulsar.CommandError
+	(*CommandGetSchema)(nil),                                // 59: tern.pulsar.CommandGetSchema
+	(*CommandGetSchemaResponse)(nil),                        // 60: tern.pulsar.CommandGetSchemaResponse
+	(*CommandGetOrCreateSchema)(nil),                        // 61: tern.pulsar.CommandGetOrCreateSchema
+	(*CommandGetOrCreateSchemaResponse)(nil),                // 62: tern.pulsar.CommandGetOrCreateSchemaResponse
+	(*CommandTcClientConnectRequest)(nil),                   // 63: tern.pulsar.CommandTcClientConnectRequest
+	(*CommandTcClientConnectResponse)(nil),                  // 64: tern.pulsar.CommandTcClientConnectResponse
+	(*CommandNewTxn)(nil),                                   // 65: tern.pulsar.CommandNewTxn
+	(*CommandNewTxnResponse)(nil),                           // 66: tern.pulsar.CommandNewTxnResponse
+	(*CommandAddPartitionToTxn)(nil),                        // 67: tern.pulsar.CommandAddPartitionToTxn
+	(*CommandAddPartitionToTxnResponse)(nil),                // 68: tern.pulsar.CommandAddPartitionToTxnResponse
+	(*Subscription)(nil),                                    // 69: tern.pulsar.Subscription
+	(*CommandAddSubscriptionToTxn)(nil),                     // 70: tern.pulsar.CommandAddSubscriptionToTxn
+	(*CommandAddSubscriptionToTxnResponse)(nil),             // 71: tern.pulsar.CommandAddSubscriptionToTxnResponse
+	(*CommandEndTxn)(nil),                                   // 72: tern.pulsar.CommandEndTxn
+	(*CommandEndTxnResponse)(nil),                           // 73: tern.pulsar.CommandEndTxnResponse
+	(*BaseCommand)(nil),                                     // 74: tern.pulsar.BaseCommand
 }
 var file_protocols_pulsar_proto_pulsar_proto_depIdxs = []int32{
 	7,   // 0: tern.pulsar.Schema.type:type_name -> tern.pulsar.Schema.Type
@@ -7280,108 +7134,107 @@ var file_protocols_pulsar_proto_pulsar_proto_depIdxs = []int32{
 	18,  // 4: tern.pulsar.MessageMetadata.properties:type_name -> tern.pulsar.KeyValue
 	0,   // 5: tern.pulsar.MessageMetadata.compression:type_name -> tern.pulsar.CompressionType
 	21,  // 6: tern.pulsar.MessageMetadata.encryption_keys:type_name -> tern.pulsar.EncryptionKeys
-	18,  // 7: tern.pulsar.SingleMessageMetadata.properties:type_name -> tern.pulsar.KeyValue
-	3,   // 8: tern.pulsar.CommandConnect.auth_method:type_name -> tern.pulsar.AuthMethod
-	26,  // 9: tern.pulsar.CommandConnect.feature_flags:type_name -> tern.pulsar.FeatureFlags
-	26,  // 10: tern.pulsar.CommandConnected.feature_flags:type_name -> tern.pulsar.FeatureFlags
-	28,  // 11: tern.pulsar.CommandAuthChallenge.challenge:type_name -> tern.pulsar.AuthData
-	28,  // 12: tern.pulsar.CommandAuthResponse.response:type_name -> tern.pulsar.AuthData
-	8,   // 13: tern.pulsar.CommandPartitionedTopicMetadataResponse.response:type_name -> tern.pulsar.CommandPartitionedTopicMetadataResponse.LookupType
-	2,   // 14: tern.pulsar.CommandPartitionedTopicMetadataResponse.error:type_name -> tern.pulsar.ServerError
-	18,  // 15: tern.pulsar.CommandLookupTopic.properties:type_name -> tern.pulsar.KeyValue
-	9,   // 16: tern.pulsar.CommandLookupTopicResponse.response:type_name -> tern.pulsar.CommandLookupTopicResponse.LookupType
-	2,   // 17: tern.pulsar.CommandLookupTopicResponse.error:type_name -> tern.pulsar.ServerError
-	10,  // 18: tern.pulsar.CommandGetTopicsOfNamespace.mode:type_name -> tern.pulsar.CommandGetTopicsOfNamespace.Mode
-	18,  // 19: tern.pulsar.CommandProducer.metadata:type_name -> tern.pulsar.KeyValue
-	16,  // 20: tern.pulsar.CommandProducer.schema:type_name -> tern.pulsar.Schema
-	1,   // 21: tern.pulsar.CommandProducer.producer_access_mode:type_name -> tern.pulsar.ProducerAccessMode
-	17,  // 22: tern.pulsar.CommandSend.message_id:type_name -> tern.pulsar.MessageIdData
-	17,  // 23: tern.pulsar.CommandSendReceipt.message_id:type_name -> tern.pulsar.MessageIdData
-	2,   // 24: tern.pulsar.CommandSendError.error:type_name -> tern.pulsar.ServerError
-	5,   // 25: tern.pulsar.KeySharedMeta.keySharedMode:type_name -> tern.pulsar.KeySharedMode
-	20,  // 26: tern.pulsar.KeySharedMeta.hashRanges:type_name -> tern.pulsar.IntRange
-	11,  // 27: tern.pulsar.CommandSubscribe.subType:type_name -> tern.pulsar.CommandSubscribe.SubType
-	17,  // 28: tern.pulsar.CommandSubscribe.start_message_id:type_name -> tern.pulsar.MessageIdData
-	18,  // 29: tern.pulsar.CommandSubscribe.metadata:type_name -> tern.pulsar.KeyValue
-	16,  // 30: tern.pulsar.CommandSubscribe.schema:type_name -> tern.pulsar.Schema
-	12,  // 31: tern.pulsar.CommandSubscribe.initialPosition:type_name -> tern.pulsar.CommandSubscribe.InitialPosition
-	45,  // 32: tern.pulsar.CommandSubscribe.keySharedMeta:type_name -> tern.pulsar.KeySharedMeta
-	18,  // 33: tern.pulsar.CommandSubscribe.subscription_properties:type_name -> tern.pulsar.KeyValue
-	17,  // 34: tern.pulsar.CommandMessage.message_id:type_name -> tern.pulsar.MessageIdData
-	13,  // 35: tern.pulsar.CommandAck.ack_type:type_name -> tern.pulsar.CommandAck.AckType
-	17,  // 36: tern.pulsar.CommandAck.message_id:type_name -> tern.pulsar.MessageIdData
-	14,  // 37: tern.pulsar.CommandAck.validation_error:type_name -> tern.pulsar.CommandAck.ValidationError
-	19,  // 38: tern.pulsar.CommandAck.properties:type_name -> tern.pulsar.KeyLongValue
-	2,   // 39: tern.pulsar.CommandAckResponse.error:type_name -> tern.pulsar.ServerError
-	17,  // 40: tern.pulsar.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> tern.pulsar.MessageIdData
-	17,  // 41: tern.pulsar.CommandSeek.message_id:type_name -> tern.pulsar.MessageIdData
-	17,  // 42: tern.pulsar.CommandGetLastMessageIdResponse.last_message_id:type_name -> tern.pulsar.MessageIdData
-	17,  // 43: tern.pulsar.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> tern.pulsar.MessageIdData
-	16,  // 44: tern.pulsar.CommandSuccess.schema:type_name -> tern.pulsar.Schema
-	2,   // 45: tern.pulsar.CommandError.error:type_name -> tern.pulsar.ServerError
-	2,   // 46: tern.pulsar.CommandGetSchemaResponse.error_code:type_name -> tern.pulsar.ServerError
-	16,  // 47: tern.pulsar.CommandGetSchemaResponse.schema:type_name -> tern.pulsar.Schema
-	16,  // 48: tern.pulsar.CommandGetOrCreateSchema.schema:type_name -> tern.pulsar.Schema
-	2,   // 49: tern.pulsar.CommandGetOrCreateSchemaResponse.error_code:type_name -> tern.pulsar.ServerError
-	2,   // 50: tern.pulsar.CommandTcClientConnectResponse.error:type_name -> tern.pulsar.ServerError
-	2,   // 51: tern.pulsar.CommandNewTxnResponse.error:type_name -> tern.pulsar.ServerError
-	2,   // 52: tern.pulsar.CommandAddPartitionToTxnResponse.error:type_name -> tern.pulsar.ServerError
-	70,  // 53: tern.pulsar.CommandAddSubscriptionToTxn.subscription:type_name -> tern.pulsar.Subscription
-	2,   // 54: tern.pulsar.CommandAddSubscriptionToTxnResponse.error:type_name -> tern.pulsar.ServerError
-	6,   // 55: tern.pulsar.CommandEndTxn.txn_action:type_name -> tern.pulsar.TxnAction
-	2,   // 56: tern.pulsar.CommandEndTxnResponse.error:type_name -> tern.pulsar.ServerError
-	15,  // 57: tern.pulsar.BaseCommand.type:type_name -> tern.pulsar.BaseCommand.Type
-	25,  // 58: tern.pulsar.BaseCommand.connect:type_name -> tern.pulsar.CommandConnect
-	27,  // 59: tern.pulsar.BaseCommand.connected:type_name -> tern.pulsar.CommandConnected
-	46,  // 60: tern.pulsar.BaseCommand.subscribe:type_name -> tern.pulsar.CommandSubscribe
-	39,  // 61: tern.pulsar.BaseCommand.producer:type_name -> tern.pulsar.CommandProducer
-	41,  // 62: tern.pulsar.BaseCommand.send:type_name -> tern.pulsar.CommandSend
-	42,  // 63: tern.pulsar.BaseCommand.send_receipt:type_name -> tern.pulsar.CommandSendReceipt
-	43,  // 64: tern.pulsar.BaseCommand.send_error:type_name -> tern.pulsar.CommandSendError
-	48,  // 65: tern.pulsar.BaseCommand.message:type_name -> tern.pulsar.CommandMessage
-	49,  // 66: tern.pulsar.BaseCommand.ack:type_name -> tern.pulsar.CommandAck
-	47,  // 67: tern.pulsar.BaseCommand.flow:type_name -> tern.pulsar.CommandFlow
-	53,  // 68: tern.pulsar.BaseCommand.unsubscribe:type_name -> tern.pulsar.CommandUnsubscribe
-	58,  // 69: tern.pulsar.BaseCommand.success:type_name -> tern.pulsar.CommandSuccess
-	59,  // 70: tern.pulsar.BaseCommand.error:type_name -> tern.pulsar.CommandError
-	44,  // 71: tern.pulsar.BaseCommand.close_producer:type_name -> tern.pulsar.CommandCloseProducer
-	57,  // 72: tern.pulsar.BaseCommand.close_consumer:type_name -> tern.pulsar.CommandCloseConsumer
-	40,  // 73: tern.pulsar.BaseCommand.producer_success:type_name -> tern.pulsar.CommandProducerSuccess
-	31,  // 74: tern.pulsar.BaseCommand.ping:type_name -> tern.pulsar.CommandPing
-	32,  // 75: tern.pulsar.BaseCommand.pong:type_name -> tern.pulsar.CommandPong
-	51,  // 76: tern.pulsar.BaseCommand.redeliverUnacknowledgedMessages:type_name -> tern.pulsar.CommandRedeliverUnacknowledgedMessages
-	33,  // 77: tern.pulsar.BaseCommand.partitionMetadata:type_name -> tern.pulsar.CommandPartitionedTopicMetadata
-	34,  // 78: tern.pulsar.BaseCommand.partitionMetadataResponse:type_name -> tern.pulsar.CommandPartitionedTopicMetadataResponse
-	35,  // 79: tern.pulsar.BaseCommand.lookupTopic:type_name -> tern.pulsar.CommandLookupTopic
-	36,  // 80: tern.pulsar.BaseCommand.lookupTopicResponse:type_name -> tern.pulsar.CommandLookupTopicResponse
-	54,  // 81: tern.pulsar.BaseCommand.seek:type_name -> tern.pulsar.CommandSeek
-	55,  // 82: tern.pulsar.BaseCommand.getLastMessageId:type_name -> tern.pulsar.CommandGetLastMessageId
-	56,  // 83: tern.pulsar.BaseCommand.getLastMessageIdResponse:type_name -> tern.pulsar.CommandGetLastMessageIdResponse
-	52,  // 84: tern.pulsar.BaseCommand.active_consumer_change:type_name -> tern.pulsar.CommandActiveConsumerChange
-	37,  // 85: tern.pulsar.BaseCommand.getTopicsOfNamespace:type_name -> tern.pulsar.CommandGetTopicsOfNamespace
-	38,  // 86: tern.pulsar.BaseCommand.getTopicsOfNamespaceResponse:type_name -> tern.pulsar.CommandGetTopicsOfNamespaceResponse
-	60,  // 87: tern.pulsar.BaseCommand.getSchema:type_name -> tern.pulsar.CommandGetSchema
-	61,  // 88: tern.pulsar.BaseCommand.getSchemaResponse:type_name -> tern.pulsar.CommandGetSchemaResponse
-	29,  // 89: tern.pulsar.BaseCommand.authChallenge:type_name -> tern.pulsar.CommandAuthChallenge
-	30,  // 90: tern.pulsar.BaseCommand.authResponse:type_name -> tern.pulsar.CommandAuthResponse
-	50,  // 91: tern.pulsar.BaseCommand.ackResponse:type_name -> tern.pulsar.CommandAckResponse
-	62,  // 92: tern.pulsar.BaseCommand.getOrCreateSchema:type_name -> tern.pulsar.CommandGetOrCreateSchema
-	63,  // 93: tern.pulsar.BaseCommand.getOrCreateSchemaResponse:type_name -> tern.pulsar.CommandGetOrCreateSchemaResponse
-	66,  // 94: tern.pulsar.BaseCommand.newTxn:type_name -> tern.pulsar.CommandNewTxn
-	67,  // 95: tern.pulsar.BaseCommand.newTxnResponse:type_name -> tern.pulsar.CommandNewTxnResponse
-	68,  // 96: tern.pulsar.BaseCommand.addPartitionToTxn:type_name -> tern.pulsar.CommandAddPartitionToTxn
-	69,  // 97: tern.pulsar.BaseCommand.addPartitionToTxnResponse:type_name -> tern.pulsar.CommandAddPartitionToTxnResponse
-	71,  // 98: tern.pulsar.BaseCommand.addSubscriptionToTxn:type_name -> tern.pulsar.CommandAddSubscriptionToTxn
-	72,  // 99: tern.pulsar.BaseCommand.addSubscriptionToTxnResponse:type_name -> tern.pulsar.CommandAddSubscriptionToTxnResponse
-	73,  // 100: tern.pulsar.BaseCommand.endTxn:type_name -> tern.pulsar.CommandEndTxn
-	74,  // 101: tern.pulsar.BaseCommand.endTxnResponse:type_name -> tern.pulsar.CommandEndTxnResponse
-	64,  // 102: tern.pulsar.BaseCommand.tcClientConnectRequest:type_name -> tern.pulsar.CommandTcClientConnectRequest
-	65,  // 103: tern.pulsar.BaseCommand.tcClientConnectResponse:type_name -> tern.pulsar.CommandTcClientConnectResponse
-	104, // [104:104] is the sub-list for method output_type
-	104, // [104:104] is the sub-list for method input_type
-	104, // [104:104] is the sub-list for extension type_name
-	104, // [104:104] is the sub-list for extension extendee
-	0,   // [0:104] is the sub-list for field type_name
+	3,   // 7: tern.pulsar.CommandConnect.auth_method:type_name -> tern.pulsar.AuthMethod
+	25,  // 8: tern.pulsar.CommandConnect.feature_flags:type_name -> tern.pulsar.FeatureFlags
+	25,  // 9: tern.pulsar.CommandConnected.feature_flags:type_name -> tern.pulsar.FeatureFlags
+	27,  // 10: tern.pulsar.CommandAuthChallenge.challenge:type_name -> tern.pulsar.AuthData
+	27,  // 11: tern.pulsar.CommandAuthResponse.response:type_name -> tern.pulsar.AuthData
+	8,   // 12: tern.pulsar.CommandPartitionedTopicMetadataResponse.response:type_name -> tern.pulsar.CommandPartitionedTopicMetadataResponse.LookupType
+	2,   // 13: tern.pulsar.CommandPartitionedTopicMetadataResponse.error:type_name -> tern.pulsar.ServerError
+	18,  // 14: tern.pulsar.CommandLookupTopic.properties:type_name -> tern.pulsar.KeyValue
+	9,   // 15: tern.pulsar.CommandLookupTopicResponse.response:type_name -> tern.pulsar.CommandLookupTopicResponse.LookupType
+	2,   // 16: tern.pulsar.CommandLookupTopicResponse.error:type_name -> tern.pulsar.ServerError
+	10,  // 17: tern.pulsar.CommandGetTopicsOfNamespace.mode:type_name -> tern.pulsar.CommandGetTopicsOfNamespace.Mode
+	18,  // 18: tern.pulsar.CommandProducer.metadata:type_name -> tern.pulsar.KeyValue
+	16,  // 19: tern.pulsar.CommandProducer.schema:type_name -> tern.pulsar.Schema
+	1,   // 20: tern.pulsar.CommandProducer.producer_access_mode:type_name -> tern.pulsar.ProducerAccessMode
+	17,  // 21: tern.pulsar.CommandSend.message_id:type_name -> tern.pulsar.MessageIdData
+	17,  // 22: tern.pulsar.CommandSendReceipt.message_id:type_name -> tern.pulsar.MessageIdData
+	2,   // 23: tern.pulsar.CommandSendError.error:type_name -> tern.pulsar.ServerError
+	5,   // 24: tern.pulsar.KeySharedMeta.keySharedMode:type_name -> tern.pulsar.KeySharedMode
+	20,  // 25: tern.pulsar.KeySharedMeta.hashRanges:type_name -> tern.pulsar.IntRange
+	11,  // 26: tern.pulsar.CommandSubscribe.subType:type_name -> tern.pulsar.CommandSubscribe.SubType
+	17,  // 27: tern.pulsar.CommandSubscribe.start_message_id:type_name -> tern.pulsar.MessageIdData
+	18,  // 28: tern.pulsar.CommandSubscribe.metadata:type_name -> tern.pulsar.KeyValue
+	16,  // 29: tern.pulsar.CommandSubscribe.schema:type_name -> tern.pulsar.Schema
+	12,  // 30: tern.pulsar.CommandSubscribe.initialPosition:type_name -> tern.pulsar.CommandSubscribe.InitialPosition
+	44,  // 31: tern.pulsar.CommandSubscribe.keySharedMeta:type_name -> tern.pulsar.KeySharedMeta
+	18,  // 32: tern.pulsar.CommandSubscribe.subscription_properties:type_name -> tern.pulsar.KeyValue
+	17,  // 33: tern.pulsar.CommandMessage.message_id:type_name -> tern.pulsar.MessageIdData
+	13,  // 34: tern.pulsar.CommandAck.ack_type:type_name -> tern.pulsar.CommandAck.AckType
+	17,  // 35: tern.pulsar.CommandAck.message_id:type_name -> tern.pulsar.MessageIdData
+	14,  // 36: tern.pulsar.CommandAck.validation_error:type_name -> tern.pulsar.CommandAck.ValidationError
+	19,  // 37: tern.pulsar.CommandAck.properties:type_name -> tern.pulsar.KeyLongValue
+	2,   // 38: tern.pulsar.CommandAckResponse.error:type_name -> tern.pulsar.ServerError
+	17,  // 39: tern.pulsar.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> tern.pulsar.MessageIdData
+	17,  // 40: tern.pulsar.CommandSeek.message_id:type_name -> tern.pulsar.MessageIdData
+	17,  // 41: tern.pulsar.CommandGetLastMessageIdResponse.last_message_id:type_name -> tern.pulsar.MessageIdData
+	17,  // 42: tern.pulsar.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> tern.pulsar.MessageIdData
+	16,  // 43: tern.pulsar.CommandSuccess.schema:type_name -> tern.pulsar.Schema
+	2,   // 44: tern.pulsar.CommandError.error:type_name -> tern.pulsar.ServerError
+	2,   // 45: tern.pulsar.CommandGetSchemaResponse.error_code:type_name -> tern.pulsar.ServerError
+	16,  // 46: tern.pulsar.CommandGetSchemaResponse.schema:type_name -> tern.pulsar.Schema
+	16,  // 47: tern.pulsar.CommandGetOrCreateSchema.schema:type_name -> tern.pulsar.Schema
+	2,   // 48: tern.pulsar.CommandGetOrCreateSchemaResponse.error_code:type_name -> tern.pulsar.ServerError
+	2,   // 49: tern.pulsar.CommandTcClientConnectResponse.error:type_name -> tern.pulsar.ServerError
+	2,   // 50: tern.pulsar.CommandNewTxnResponse.error:type_name -> tern.pulsar.ServerError
+	2,   // 51: tern.pulsar.CommandAddPartitionToTxnResponse.error:type_name -> tern.pulsar.ServerError
+	69,  // 52: tern.pulsar.CommandAddSubscriptionToTxn.subscription:type_name -> tern.pulsar.Subscription
+	2,   // 53: tern.pulsar.CommandAddSubscriptionToTxnResponse.error:type_name -> tern.pulsar.ServerError
+	6,   // 54: tern.pulsar.CommandEndTxn.txn_action:type_name -> tern.pulsar.TxnAction
+	2,   // 55: tern.pulsar.CommandEndTxnResponse.error:type_name -> tern.pulsar.ServerError
+	15,  // 56: tern.pulsar.BaseCommand.type:type_name -> tern.pulsar.BaseCommand.Type
+	24,  // 57: tern.pulsar.BaseCommand.connect:type_name -> tern.pulsar.CommandConnect
+	26,  // 58: tern.pulsar.BaseCommand.connected:type_name -> tern.pulsar.CommandConnected
+	45,  // 59: tern.pulsar.BaseCommand.subscribe:type_name -> tern.pulsar.CommandSubscribe
+	38,  // 60: tern.pulsar.BaseCommand.producer:type_name -> tern.pulsar.CommandProducer
+	40,  // 61: tern.pulsar.BaseCommand.send:type_name -> tern.pulsar.CommandSend
+	41,  // 62: tern.pulsar.BaseCommand.send_receipt:type_name -> tern.pulsar.CommandSendReceipt
+	42,  // 63: tern.pulsar.BaseCommand.send_error:type_name -> tern.pulsar.CommandSendError
+	47,  // 64: tern.pulsar.BaseCommand.message:type_name -> tern.pulsar.CommandMessage
+	48,  // 65: tern.pulsar.BaseCommand.ack:type_name -> tern.pulsar.CommandAck
+	46,  // 66: tern.pulsar.BaseCommand.flow:type_name -> tern.pulsar.CommandFlow
+	52,  // 67: tern.pulsar.BaseCommand.unsubscribe:type_name -> tern.pulsar.CommandUnsubscribe
+	57,  // 68: tern.pulsar.BaseCommand.success:type_name -> tern.pulsar.CommandSuccess
+	58,  // 69: tern.pulsar.BaseCommand.error:type_name -> tern.pulsar.CommandError
+	43,  // 70: tern.pulsar.BaseCommand.close_producer:type_name -> tern.pulsar.CommandCloseProducer
+	56,  // 71: tern.pulsar.BaseCommand.close_consumer:type_name -> tern.pulsar.CommandCloseConsumer
+	39,  // 72: tern.pulsar.BaseCommand.producer_success:type_name -> tern.pulsar.CommandProducerSuccess
+	30,  // 73: tern.pulsar.BaseCommand.ping:type_name -> tern.pulsar.CommandPing
+	31,  // 74: tern.pulsar.BaseCommand.pong:type_name -> tern.pulsar.CommandPong
+	50,  // 75: tern.pulsar.BaseCommand.redeliverUnacknowledgedMessages:type_name -> tern.pulsar.CommandRedeliverUnacknowledgedMessages
+	32,  // 76: tern.pulsar.BaseCommand.partitionMetadata:type_name -> tern.pulsar.CommandPartitionedTopicMetadata
+	33,  // 77: tern.pulsar.BaseCommand.partitionMetadataResponse:type_name -> tern.pulsar.CommandPartitionedTopicMetadataResponse
+	34,  // 78: tern.pulsar.BaseCommand.lookupTopic:type_name -> tern.pulsar.CommandLookupTopic
+	35,  // 79: tern.pulsar.BaseCommand.lookupTopicResponse:type_name -> tern.pulsar.CommandLookupTopicResponse
+	53,  // 80: tern.pulsar.BaseCommand.seek:type_name -> tern.pulsar.CommandSeek
+	54,  // 81: tern.pulsar.BaseCommand.getLastMessageId:type_name -> tern.pulsar.CommandGetLastMessageId
+	55,  // 82: tern.pulsar.BaseCommand.getLastMessageIdResponse:type_name -> tern.pulsar.CommandGetLastMessageIdResponse
+	51,  // 83: tern.pulsar.BaseCommand.active_consumer_change:type_name -> tern.pulsar.CommandActiveConsumerChange
+	36,  // 84: tern.pulsar.BaseCommand.getTopicsOfNamespace:type_name -> tern.pulsar.CommandGetTopicsOfNamespace
+	37,  // 85: tern.pulsar.BaseCommand.getTopicsOfNamespaceResponse:type_name -> tern.pulsar.CommandGetTopicsOfNamespaceResponse
+	59,  // 86: tern.pulsar.BaseCommand.getSchema:type_name -> tern.pulsar.CommandGetSchema
+	60,  // 87: tern.pulsar.BaseCommand.getSchemaResponse:type_name -> tern.pulsar.CommandGetSchemaResponse
+	28,  // 88: tern.pulsar.BaseCommand.authChallenge:type_name -> tern.pulsar.CommandAuthChallenge
+	29,  // 89: tern.pulsar.BaseCommand.authResponse:type_name -> tern.pulsar.CommandAuthResponse
+	49,  // 90: tern.pulsar.BaseCommand.ackResponse:type_name -> tern.pulsar.CommandAckResponse
+	61,  // 91: tern.pulsar.BaseCommand.getOrCreateSchema:type_name -> tern.pulsar.CommandGetOrCreateSchema
+	62,  // 92: tern.pulsar.BaseCommand.getOrCreateSchemaResponse:type_name -> tern.pulsar.CommandGetOrCreateSchemaResponse
+	65,  // 93: tern.pulsar.BaseCommand.newTxn:type_name -> tern.pulsar.CommandNewTxn
+	66,  // 94: tern.pulsar.BaseCommand.newTxnResponse:type_name -> tern.pulsar.CommandNewTxnResponse
+	67,  // 95: tern.pulsar.BaseCommand.addPartitionToTxn:type_name -> tern.pulsar.CommandAddPartitionToTxn
+	68,  // 96: tern.pulsar.BaseCommand.addPartitionToTxnResponse:type_name -> tern.pulsar.CommandAddPartitionToTxnResponse
+	70,  // 97: tern.pulsar.BaseCommand.addSubscriptionToTxn:type_name -> tern.pulsar.CommandAddSubscriptionToTxn
+	71,  // 98: tern.pulsar.BaseCommand.addSubscriptionToTxnResponse:type_name -> tern.pulsar.CommandAddSubscriptionToTxnResponse
+	72,  // 99: tern.pulsar.BaseCommand.endTxn:type_name -> tern.pulsar.CommandEndTxn
+	73,  // 100: tern.pulsar.BaseCommand.endTxnResponse:type_name -> tern.pulsar.CommandEndTxnResponse
+	63,  // 101: tern.pulsar.BaseCommand.tcClientConnectRequest:type_name -> tern.pulsar.CommandTcClientConnectRequest
+	64,  // 102: tern.pulsar.BaseCommand.tcClientConnectResponse:type_name -> tern.pulsar.CommandTcClientConnectResponse
+	103, // [103:103] is the sub-list for method output_type
+	103, // [103:103] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_protocols_pulsar_proto_pulsar_proto_init() }
@@ -7395,7 +7248,7 @@ func file_protocols_pulsar_proto_pulsar_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocols_pulsar_proto_pulsar_proto_rawDesc), len(file_protocols_pulsar_proto_pulsar_proto_rawDesc)),
 			NumEnums:      16,
-			NumMessages:   60,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
