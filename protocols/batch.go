@@ -109,7 +109,11 @@ func ParseBatchHeader(b []byte) (BatchHeader, error) {
 // the length field matches, the magic is 2, the CRC-32C over attributes..end
 // matches, the codec is known and the record count agrees with
 // lastOffsetDelta. Records themselves are not decompressed here.
-func ValidateBatch(b []byte) (BatchHeader, error) {
+func ValidateBatch(b []byte) (BatchHeader, error) { return validateBatch(b, true) }
+
+// validateBatch is ValidateBatch; without crc it checks all but the
+// CRC-32C.
+func validateBatch(b []byte, crc bool) (BatchHeader, error) {
 	h, err := ParseBatchHeader(b)
 	if err != nil {
 		return h, err
@@ -120,8 +124,10 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 	if h.Magic != 2 {
 		return h, fmt.Errorf("%w: magic %d; only RecordBatch v2 (magic 2) is accepted", ErrCorruptBatch, h.Magic)
 	}
-	if got := crc32.Checksum(b[batchAttributesAt:], castagnoli); got != h.CRC {
-		return h, fmt.Errorf("%w: CRC-32C %#08x does not match the header's %#08x", ErrCorruptBatch, got, h.CRC)
+	if crc {
+		if got := crc32.Checksum(b[batchAttributesAt:], castagnoli); got != h.CRC {
+			return h, fmt.Errorf("%w: CRC-32C %#08x does not match the header's %#08x", ErrCorruptBatch, got, h.CRC)
+		}
 	}
 	if c := h.Codec(); c > CodecZstd {
 		return h, fmt.Errorf("%w: codec %d", ErrUnsupportedCodec, c)

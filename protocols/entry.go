@@ -240,7 +240,16 @@ func SplitEntry(b []byte) (batch []byte, err error) {
 
 // DecodeEntry decodes the envelope and validates the batch (magic, lengths,
 // CRC-32C, record count). It never panics on any input.
-func DecodeEntry(b []byte) (Entry, error) {
+func DecodeEntry(b []byte) (Entry, error) { return decodeEntry(b, true) }
+
+// DecodeStoredEntry is DecodeEntry for an entry just read from the store,
+// which checked it against its own checksum as it read it (a segment
+// record's CRC-32C, pebble's block checksums): it validates the batch as
+// DecodeEntry does but for the batch's CRC-32C, which covers the same bytes
+// again. Dispatch decodes every entry it delivers with it.
+func DecodeStoredEntry(b []byte) (Entry, error) { return decodeEntry(b, false) }
+
+func decodeEntry(b []byte, crc bool) (Entry, error) {
 	var e Entry
 	batch, err := SplitEntry(b)
 	if err != nil {
@@ -249,7 +258,7 @@ func DecodeEntry(b []byte) (Entry, error) {
 	if err := decodeEnvelope(b[:len(b)-len(batch)], &e.Envelope); err != nil {
 		return e, err
 	}
-	h, err := ValidateBatch(batch)
+	h, err := validateBatch(batch, crc)
 	if err != nil {
 		return e, err
 	}

@@ -67,7 +67,7 @@ func (e *readEntry) hash(i int64) uint32 {
 // decodeEntry decodes a stored entry for dispatch.
 func decodeEntry(se protocols.StoredEntry) (*readEntry, error) {
 	re := &readEntry{base: se.BaseOffset, count: se.Count}
-	e, err := protocols.DecodeEntry(se.Value)
+	e, err := protocols.DecodeStoredEntry(se.Value)
 	if err != nil {
 		re.skip = true
 		return re, err
