@@ -117,7 +117,9 @@ func AppendBatchMessage(dst []byte, md *pb.SingleMessageMetadata, payload []byte
 		return dst, fmt.Errorf("%w: batch message of %d bytes exceeds the 2 GiB payload_size can express",
 			ErrEncode, len(payload))
 	}
-	md.SetPayloadSize(int32(len(payload)))
+	if n := int32(len(payload)); !md.HasPayloadSize() || md.GetPayloadSize() != n {
+		md.SetPayloadSize(n)
+	}
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	dst, err := marshalChecked.MarshalAppend(dst, md)

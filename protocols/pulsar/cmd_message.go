@@ -77,26 +77,39 @@ func (c *conn) appendMessage(buf []byte, om *outMessage) ([]byte, error) {
 	if err != nil {
 		return buf, err
 	}
+	// One metadata value serves the whole delivery: each message sets the
+	// fields it has and clears the ones it has not, so none leaks into the
+	// next. (A Reset per message cost more: each set after it updates the
+	// presence bits atomically, and every field would be set anew.)
 	smm := &pb.SingleMessageMetadata{}
 	for i := range d.Messages {
 		m := &d.Messages[i]
 		x := &d.Extras[i]
-		smm.Reset()
 		if len(m.Headers) > 0 {
 			smm.SetProperties(keyValues(m.Headers))
+		} else if len(smm.GetProperties()) > 0 {
+			smm.SetProperties(nil)
 		}
 		smm.SetSequenceId(uint64(max(seq+int64(i), 0)))
 		if m.Key != nil {
 			smm.SetPartitionKey(string(m.Key))
+		} else if smm.HasPartitionKey() {
+			smm.ClearPartitionKey()
 		}
 		if !x.NoEventTime && m.Timestamp > 0 {
 			smm.SetEventTime(uint64(m.Timestamp))
+		} else if smm.HasEventTime() {
+			smm.ClearEventTime()
 		}
 		if x.OrderingKey != nil {
 			smm.SetOrderingKey(x.OrderingKey)
+		} else if smm.HasOrderingKey() {
+			smm.ClearOrderingKey()
 		}
 		if m.Value == nil {
 			smm.SetNullValue(true)
+		} else if smm.HasNullValue() {
+			smm.ClearNullValue()
 		}
 		if buf, err = AppendBatchMessage(buf, smm, m.Value); err != nil {
 			return buf, err

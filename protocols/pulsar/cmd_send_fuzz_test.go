@@ -3,6 +3,7 @@ package pulsar
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"testing"
@@ -146,6 +147,53 @@ func TestSendRoundTrip(t *testing.T) {
 					t.Fatalf("%v: message %d: %v %q, want %v %q", ct, i, m.Metadata, m.Payload, w.Metadata, w.Payload)
 				}
 			}
+		}
+	}
+}
+
+// TestDeliveredFieldsDoNotCarryOver: a delivered batch encodes every
+// message's metadata in one reused value, so a field one message has must
+// not reach the next that lacks it. Messages with a key, properties, an
+// ordering key, an event time and a null value alternate with bare ones.
+func TestDeliveredFieldsDoNotCarryOver(t *testing.T) {
+	c := testConn(t, false)
+	full := func() *pb.SingleMessageMetadata {
+		return pb.SingleMessageMetadata_builder{
+			PartitionKey: proto.String("k"),
+			Properties:   []*pb.KeyValue{{Key: proto.String("p"), Value: proto.String("v")}},
+			OrderingKey:  []byte("o"),
+			EventTime:    proto.Uint64(1_600_000_000_000),
+			NullValue:    proto.Bool(true),
+		}.Build()
+	}
+	in := []*pb.SingleMessageMetadata{full(), {}, full(), {}}
+	var data []byte
+	for i, md := range in {
+		var payload []byte
+		if !md.GetNullValue() {
+			payload = []byte(fmt.Sprint("value-", i))
+		}
+		var err error
+		if data, err = AppendBatchMessage(data, md, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md := testMetadata(10)
+	md.NumMessagesInBatch = proto.Int32(int32(len(in)))
+	send := &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(10), NumMessages: proto.Int32(int32(len(in)))}
+	_, got, _, err := roundTrip(t, c, send, payloadSection(t, md, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("%d messages delivered, want %d", len(got), len(in))
+	}
+	for i, m := range got {
+		o, w := m.Metadata, in[i]
+		if o.HasPartitionKey() != w.HasPartitionKey() || len(o.GetProperties()) != len(w.GetProperties()) ||
+			o.HasOrderingKey() != w.HasOrderingKey() || o.HasEventTime() != w.HasEventTime() ||
+			o.GetNullValue() != w.GetNullValue() || o.GetSequenceId() != uint64(10+i) {
+			t.Errorf("message %d delivered with %v, sent with %v", i, o, w)
 		}
 	}
 }
