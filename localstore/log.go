@@ -17,7 +17,9 @@ type AppendRequest struct {
 	// v2). The store stamps the base offset and the append time into it in
 	// place and does not keep it after Append returns, so callers may reuse
 	// the buffer. Callers validate the batch (CRC and all); the store checks
-	// only what its invariants need.
+	// only what its invariants need, and derives a large entry's segment
+	// checksum from the batch's CRC (crc.go), so a batch whose CRC was not
+	// checked could be stored unreadable.
 	Entry []byte
 	// Envelope and Batch, used when Entry is nil, are the entry in parts:
 	// the store encodes them straight into its write batch, saving the copy
@@ -322,6 +324,8 @@ func (s *Store) writeSegment(req *AppendRequest, pid PartitionID, base int64, si
 	// batch is left as it was) are encoded apart, the rest follows them in
 	// the same write instead of being copied behind them first.
 	head, body := req.Entry, []byte(nil)
+	var batchAt int
+	var err error
 	if head == nil {
 		env := req.Envelope
 		if env == nil {
@@ -337,6 +341,9 @@ func (s *Store) writeSegment(req *AppendRequest, pid PartitionID, base int64, si
 		enc = append(enc, req.Batch[:protocols.BatchHeaderSize]...)
 		*bp = enc[:0]
 		head, body = enc, req.Batch[protocols.BatchHeaderSize:]
+		batchAt = len(enc) - protocols.BatchHeaderSize
+	} else if batchAt, err = protocols.EntryBatchOffset(head); err != nil {
+		return b, nil, err
 	}
 	if n := len(head) + len(body); n != size {
 		return b, nil, fmt.Errorf("localstore: entry encoded to %d bytes, %d were expected", n, size)
@@ -344,7 +351,7 @@ func (s *Store) writeSegment(req *AppendRequest, pid PartitionID, base int64, si
 	if err := protocols.StampEntry(head, base, now); err != nil {
 		return b, nil, err
 	}
-	ptr, err := s.segs.write(head, body)
+	ptr, err := s.segs.writeSum(head, body, recordSum(head, body, batchAt))
 	if err != nil {
 		return b, nil, err
 	}

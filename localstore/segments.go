@@ -399,6 +399,11 @@ const (
 // before (see wbuf), which is why records are read only through pointers
 // committed after such a sync.
 func (sg *segments) write(head, body []byte) (segPointer, error) {
+	return sg.writeSum(head, body, crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, body))
+}
+
+// writeSum is write given the record's CRC-32C, sum, of head then body.
+func (sg *segments) writeSum(head, body []byte, sum uint32) (segPointer, error) {
 	n := int64(len(head)) + int64(len(body))
 	need := segRecordHeader + n
 	if need > 1<<32-1 {
@@ -406,7 +411,7 @@ func (sg *segments) write(head, body []byte) (segPointer, error) {
 	}
 	var h [segRecordHeader]byte
 	binary.BigEndian.PutUint32(h[:], uint32(n))
-	binary.BigEndian.PutUint32(h[4:], crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, body))
+	binary.BigEndian.PutUint32(h[4:], sum)
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
 	for sg.active == nil || (sg.pos > 0 && sg.pos+need > sg.size) || sg.pos+need > 1<<32-1 {

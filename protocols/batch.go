@@ -82,6 +82,13 @@ func (h BatchHeader) LastSequence() int32 {
 	return int32((int64(h.BaseSequence) + int64(h.LastOffsetDelta)) % (1 << 31))
 }
 
+// BatchCRC returns the CRC-32C a batch's header carries and the offset in
+// the batch from which it covers the rest: whoever has checked it knows
+// the checksum of those bytes without reading them again.
+func BatchCRC(b []byte) (sum uint32, from int) {
+	return binary.BigEndian.Uint32(b[batchCRCAt:]), batchAttributesAt
+}
+
 // ParseBatchHeader reads the fixed header without checking the CRC.
 func ParseBatchHeader(b []byte) (BatchHeader, error) {
 	var h BatchHeader
