@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -172,7 +171,7 @@ func TestReplStallIsReported(t *testing.T) {
 	tr := peerTransport(t, "eu-1", "eu", h)
 	mcfg := regions.DefaultConfig()
 	mcfg.NodeName, mcfg.Region = "eu-1", "eu"
-	mcfg.BindAddr, mcfg.AdvertiseAddr = freeAddr(t), "127.0.0.1"
+	mcfg.BindAddr, mcfg.AdvertiseAddr = freePort(t), "127.0.0.1"
 	mcfg.Seeds = []string{us.Config.Mesh.GossipAddr}
 	mcfg.Timings = testcluster.FastTimings()
 	mcfg.Advertise = regions.Advertise{QUIC: tr.Addr().String()}
@@ -229,14 +228,4 @@ func TestReplStallIsReported(t *testing.T) {
 
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -60,8 +60,11 @@ func freePort(t *testing.T) string {
 func TestServeHealthAndGracefulStop(t *testing.T) {
 	bin := buildTern(t)
 	httpAddr := freePort(t)
+	// Every listener on a port of its own: the gossip and mesh defaults
+	// (:7946, :7947) may be taken by another node on the machine.
 	cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--http-addr", httpAddr,
-		"--kafka-addr", freePort(t), "--pulsar-addr", freePort(t))
+		"--kafka-addr", freePort(t), "--pulsar-addr", freePort(t),
+		"--gossip-addr", freePort(t), "--mesh-addr", freePort(t))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
