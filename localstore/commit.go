@@ -1,6 +1,7 @@
 package localstore
 
 import (
+	"encoding/binary"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -63,8 +64,9 @@ func (c *committer) close() {
 // commitLoop is the committer's first stage: for each group of items it
 // fdatasyncs the segments their records are in and applies their batches
 // in order, then hands the group to walStage, which fsyncs pebble's WAL
-// once if any item asked for durability. The two overlap: a group's
-// segment fdatasync runs while the group before waits for the WAL's.
+// once if an item without a segment record asked for durability. The two
+// overlap: a group's segment fdatasync runs while the group before waits
+// for the WAL's.
 func (s *Store) commitLoop() {
 	defer s.cwg.Done()
 	groups := make(chan commitGroup, 2)
@@ -80,13 +82,29 @@ func (s *Store) commitLoop() {
 		if e := s.failed.Load(); e != nil {
 			err = *e
 		}
+		// An append with a segment record is made durable by the segment
+		// fdatasync alone: its batch is in the record stream behind its
+		// entry, and replay applies it after a crash. Only the group's
+		// other writes that ask for durability need the WAL's fsync.
 		seg, durable := false, false
 		for _, it := range items {
-			durable = durable || it.sync
+			durable = durable || (it.sync && !it.hasPtr)
 			seg = seg || (it.sync && it.hasPtr)
 		}
 		if err == nil && seg {
 			err = s.segs.sync()
+		}
+		if seg {
+			// Where replay starts: every record not yet in pebble is in
+			// this segment or a later one. It rides in the group's first
+			// append, so pebble holds it whenever it holds the append.
+			from := s.segs.lowestUncommitted()
+			for _, it := range items {
+				if it.hasPtr {
+					_ = it.b.Set(replayFromKey(), binary.BigEndian.AppendUint32(nil, from), nil)
+					break
+				}
+			}
 		}
 		for _, it := range items {
 			if err != nil {
@@ -118,6 +136,9 @@ func (s *Store) walStage(groups <-chan commitGroup) {
 			if g.durable {
 				err = s.db.LogData(nil, pebble.Sync)
 			} else {
+				// Appends made durable in segments reach pebble's WAL
+				// at the next sync (AsyncSyncInterval), which bounds
+				// what replay has to read after a crash.
 				s.unsynced.Store(true)
 			}
 			if err != nil {

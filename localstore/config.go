@@ -15,8 +15,9 @@ import (
 type Durability string
 
 const (
-	// DurabilitySync acknowledges after the WAL fsync; concurrent appends
-	// share fsyncs through pebble's group commit.
+	// DurabilitySync acknowledges after the fsync; concurrent appends
+	// share fsyncs (with segments, the segments' fdatasync through the
+	// committer; inline, the WAL's through pebble's group commit).
 	DurabilitySync Durability = "sync"
 	// DurabilityAsync acknowledges after the write; the WAL is fsynced on
 	// an interval (Config.AsyncSyncInterval), so a machine crash may lose
@@ -100,7 +101,8 @@ type Config struct {
 	// decides).
 	SegmentCache int64
 	// AsyncSyncInterval is how often the WAL is fsynced when async appends
-	// are pending. Default 100ms.
+	// are pending, or sync appends made durable in segments (which bounds
+	// what a replay after a crash applies). Default 100ms.
 	AsyncSyncInterval time.Duration
 	// Now is the clock (append times, retention). Default time.Now.
 	Now func() time.Time

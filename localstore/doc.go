@@ -12,17 +12,20 @@
 // than 192 KiB continues in part keys right after its own, which a read
 // joins (pebble reuses its flush buffers only for values up to 256 KiB).
 //
-// Appends assign offsets under the partition's append lock and hand their
-// batches, in offset order, to one committer, which writes the small
-// records gathered since its last group (a large record is written by its
-// appender), fdatasyncs the segments, applies the batches and fsyncs
-// pebble's WAL once per group:
-// concurrent appenders, to one partition or many, share both fsyncs. A
-// pointer is applied only after its record's fdatasync. State that must
-// agree with the log (producer sequences, replication high-water marks,
-// cursor moves) rides in the same pebble batch as the entry, so a crash
-// keeps both or neither. (With InlineEntries the committer is not used:
-// batches go to pebble under the append lock and share its group commit.)
+// Appends assign offsets under the partition's append lock, write their
+// pebble batch into the segment stream behind their entry (a batch
+// record), and hand the batches, in offset order, to one committer, which
+// writes the small records gathered since its last group (a large record
+// is written by its appender), fdatasyncs the segments and applies the
+// batches: concurrent appenders, to one partition or many, share that one
+// fdatasync. Pebble's WAL is fsynced for other durable writes (truncation,
+// topic deletion) and on an interval; after a crash, Open applies the
+// batch records pebble lost (replay.go). A pointer is applied only after
+// its record's fdatasync. State that must agree with the log (producer
+// sequences, replication high-water marks, cursor moves) rides in the
+// same pebble batch as the entry, so a crash keeps both or neither. (With
+// InlineEntries the committer is not used: batches go to pebble under the
+// append lock and share its group commit.)
 //
 // Invariants:
 //   - offsets in a partition are dense and never reused: a new entry's base

@@ -11,6 +11,7 @@ import "encoding/binary"
 //	0x02 topic name                 topic record
 //	0x03 pid                        partition record
 //	0x04 pid                        partition head (start, next, bytes, ...)
+//	0x05                            segment replay start (segment number)
 //	0x10 pid base                   log entry (its first part)
 //	0x10 pid base part              log entry, part 1..n of a large one
 //	0x11 pid base                   entry index (count, size, times)
@@ -24,6 +25,7 @@ const (
 	kindTopic      byte = 0x02
 	kindPartition  byte = 0x03
 	kindHead       byte = 0x04
+	kindReplayFrom byte = 0x05
 	kindEntry      byte = 0x10
 	kindIndex      byte = 0x11
 	kindCursor     byte = 0x20
@@ -54,6 +56,9 @@ func topicKey(name string) Key { return append([]byte{kindTopic}, name...) }
 func partitionKey(pid PartitionID) Key { return appendPID([]byte{kindPartition}, pid) }
 
 func headKey(pid PartitionID) Key { return appendPID([]byte{kindHead}, pid) }
+
+// replayFromKey holds the segment a replay after a crash starts reading at.
+func replayFromKey() Key { return Key{kindReplayFrom} }
 
 // logKey is an entry (kindEntry) or entry index (kindIndex) key.
 func logKey(kind byte, pid PartitionID, base int64) Key {

@@ -17,6 +17,7 @@ func TestKeyLayoutGolden(t *testing.T) {
 		{"topic", topicKey("persistent://a/b/c"), "02" + hex.EncodeToString([]byte("persistent://a/b/c"))},
 		{"partition", partitionKey(7), "0300000007"},
 		{"head", headKey(7), "0400000007"},
+		{"replay from", replayFromKey(), "05"},
 		{"entry", logKey(kindEntry, 7, 0x0102030405), "10000000070000000102030405"},
 		{"entry part", entryPartKey(7, 0x0102030405, 2), "1000000007000000010203040500000002"},
 		{"index", logKey(kindIndex, 7, 1), "11000000070000000000000001"},

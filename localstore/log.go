@@ -182,6 +182,17 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 			return nil, err
 		}
 	}
+	if item != nil && item.hasPtr {
+		// The batch goes into the segment stream too, behind its entry,
+		// so the segment fdatasync makes the append durable without
+		// pebble's WAL: after a crash, replay applies it (replay.go).
+		if err := s.segs.writeBatch(pid, base, nh.Next, item.ptr, b.Repr()); err != nil {
+			s.segs.committed(item.ptr)
+			p.mu.Unlock()
+			_ = b.Close()
+			return nil, err
+		}
+	}
 	switch {
 	case s.segWrites:
 		// Through the committer, in this partition's offset order.
@@ -625,7 +636,7 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 				run.seg, run.off, run.end = ptr.Seg, ptr.Off, ptr.Off
 			}
 			run.items = append(run.items, runItem{base: base, ptr: ptr})
-			run.end += segRecordHeader + ptr.Len
+			run.end = ptr.Off + segRecordHeader + ptr.Len
 			if base < from {
 				// Only the first entry can start before from, and it
 				// may be the one before the entry holding from: read it
@@ -698,11 +709,16 @@ type runItem struct {
 	ptr  segPointer
 }
 
-// extends says whether p's record directly follows the run's last one
-// (false for an empty run).
+// extends says whether p's record follows the run's last one, directly
+// or behind at most maxRunGap bytes (false for an empty run): the batch
+// record an append writes behind its entry, or another partition's small
+// record, is cheaper to read along than to end the run at.
 func (r *segRun) extends(p segPointer) bool {
-	return len(r.items) > 0 && p.Seg == r.seg && p.Off == r.end
+	return len(r.items) > 0 && p.Seg == r.seg && p.Off >= r.end && p.Off-r.end <= maxRunGap
 }
+
+// maxRunGap is the most bytes between two records a run reads over.
+const maxRunGap = 1 << 10
 
 // readBufSize bounds a buffer a read allocates before it knows how much it
 // will read.

@@ -30,11 +30,12 @@ import (
 //
 // A segment is a file of records, each [u32 length][u32 CRC-32C][entry],
 // appended in the order appends arrive, across partitions: one write
-// stream, made durable by one fdatasync per group commit. A pointer becomes
-// durable (in pebble) only after its record's fdatasync, so a crash never
-// leaves pebble pointing at bytes that were not written. Bytes after the
-// last pointer (appends not acknowledged) are never read: after a restart
-// writing starts in a new segment.
+// stream, made durable by one fdatasync per group commit. Behind each
+// entry's record is its append's batch record (the length's top bit set;
+// see replay.go), which makes the append durable without pebble's WAL. A
+// pointer is applied to pebble only after its record's fdatasync, so a
+// crash never leaves pebble pointing at bytes that were not written.
+// After a restart writing starts in a new segment.
 //
 // A segment is removed once every partition's first retained entry is in
 // a later one. A partition whose data ages slowly therefore keeps the
@@ -48,6 +49,13 @@ const (
 	// envelope version), segment number, offset and entry length.
 	segPointerSize = 1 + 4 + 4 + 4
 	segPointerMark = 0xFE
+	// segBatchFlag, set in a record's length, marks a batch record; an
+	// entry record's length is below it.
+	segBatchFlag = 1 << 31
+	// batchRecordHead is a batch record's fixed part: its own segment and
+	// offset, the append's partition, base and next offsets, and its entry
+	// record's pointer (segment, offset, length).
+	batchRecordHead = 4 + 4 + 4 + 8 + 8 + 4 + 4 + 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -405,23 +413,68 @@ func (sg *segments) write(head, body []byte) (segPointer, error) {
 // writeSum is write given the record's CRC-32C, sum, of head then body.
 func (sg *segments) writeSum(head, body []byte, sum uint32) (segPointer, error) {
 	n := int64(len(head)) + int64(len(body))
-	need := segRecordHeader + n
-	if need > 1<<32-1 {
-		return segPointer{}, fmt.Errorf("localstore: a %d-byte entry is too large for a segment", n)
+	if n >= segBatchFlag {
+		return segPointer{}, fmt.Errorf("localstore: a %d-byte entry is too large for a segment (at most %d bytes)", n, segBatchFlag-1)
 	}
 	var h [segRecordHeader]byte
 	binary.BigEndian.PutUint32(h[:], uint32(n))
 	binary.BigEndian.PutUint32(h[4:], sum)
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
-	for sg.active == nil || (sg.pos > 0 && sg.pos+need > sg.size) || sg.pos+need > 1<<32-1 {
+	if err := sg.roomLocked(segRecordHeader+n, false); err != nil {
+		return segPointer{}, err
+	}
+	p := segPointer{Seg: sg.active.n, Off: uint32(sg.pos), Len: uint32(n)}
+	if err := sg.putLocked(h, head, body); err != nil {
+		return segPointer{}, err
+	}
+	sg.inflight[p.Seg]++
+	return p, nil
+}
+
+// writeBatch writes the pebble batch of an append whose entry record ptr
+// points at, as a batch record (see replay.go): the append's partition and
+// offsets [base, next), ptr, and the batch's representation. It counts as
+// durable as write's records do.
+func (sg *segments) writeBatch(pid PartitionID, base, next int64, ptr segPointer, repr []byte) error {
+	n := int64(batchRecordHead) + int64(len(repr))
+	if n >= segBatchFlag {
+		return fmt.Errorf("localstore: a %d-byte batch is too large for a segment", len(repr))
+	}
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	// A batch record stays with its entry's, in the same segment, even
+	// past the segment's size: a move here would leave the next segment
+	// holding one small record when the entry filled the last.
+	if err := sg.roomLocked(segRecordHeader+n, true); err != nil {
+		return err
+	}
+	var head [batchRecordHead]byte
+	binary.BigEndian.PutUint32(head[0:], sg.active.n)
+	binary.BigEndian.PutUint32(head[4:], uint32(sg.pos))
+	binary.BigEndian.PutUint32(head[8:], uint32(pid))
+	binary.BigEndian.PutUint64(head[12:], uint64(base))
+	binary.BigEndian.PutUint64(head[20:], uint64(next))
+	binary.BigEndian.PutUint32(head[28:], ptr.Seg)
+	binary.BigEndian.PutUint32(head[32:], ptr.Off)
+	binary.BigEndian.PutUint32(head[36:], ptr.Len)
+	var h [segRecordHeader]byte
+	binary.BigEndian.PutUint32(h[:], uint32(n)|segBatchFlag)
+	binary.BigEndian.PutUint32(h[4:], crc32.Update(crc32.Checksum(head[:], castagnoli), castagnoli, repr))
+	return sg.putLocked(h, head[:], repr)
+}
+
+// roomLocked makes the active segment one with room for a record of need
+// bytes; with past, one it may take past the segment size. sg.mu is held.
+func (sg *segments) roomLocked(need int64, past bool) error {
+	for sg.active == nil || (!past && sg.pos > 0 && sg.pos+need > sg.size) || sg.pos+need > 1<<32-1 {
 		// Segments are written in the order of their numbers: removal
 		// and each partition's first segment rely on it. So a move waits
 		// for the next segment being made rather than make a later one
 		// (the one being made would then be written after it), and looks
 		// again: another write may have moved meanwhile.
 		if err := sg.flushLocked(); err != nil {
-			return segPointer{}, err
+			return err
 		}
 		if sg.preparing {
 			sg.prepared.Wait()
@@ -432,7 +485,7 @@ func (sg *segments) writeSum(head, body []byte, sum uint32) (segPointer, error) 
 		if f == nil {
 			var err error
 			if f, err = sg.create(sg.reserve()); err != nil {
-				return segPointer{}, fmt.Errorf("localstore: new segment: %w", err)
+				return fmt.Errorf("localstore: new segment: %w", err)
 			}
 		}
 		sg.active, sg.pos = f, 0
@@ -441,26 +494,32 @@ func (sg *segments) writeSum(head, body []byte, sum uint32) (segPointer, error) 
 			sg.spans = append(sg.spans, segSpan{f: f, base: sg.written.Load()})
 		}
 	}
+	return nil
+}
+
+// putLocked writes the record of header h, head then body at the active
+// segment's end, which roomLocked made room for. sg.mu is held.
+func (sg *segments) putLocked(h [segRecordHeader]byte, head, body []byte) error {
 	if len(sg.wbuf) == 0 {
 		sg.wbase = sg.pos
 	}
+	need := segRecordHeader + int64(len(head)) + int64(len(body))
 	end := sg.pos + need
 	if need <= bufferedRecord {
 		sg.wbuf = append(append(append(sg.wbuf, h[:]...), head...), body...)
 		if len(sg.wbuf) >= writeBuffer {
 			if err := sg.flushLocked(); err != nil {
-				return segPointer{}, err
+				return err
 			}
 		}
 	} else {
 		if err := writeRecord(sg.active.f, sg.wbase, sg.wbuf, h[:], head, body, sg.padding(end)); err != nil {
 			sg.wbuf = sg.wbuf[:0]
 			sg.werr = cmp.Or(sg.werr, err)
-			return segPointer{}, err
+			return err
 		}
 		sg.wbuf = sg.wbuf[:0]
 	}
-	p := segPointer{Seg: sg.active.n, Off: uint32(sg.pos), Len: uint32(n)}
 	sg.pos = end
 	sg.written.Add(need)
 	if sg.cache > 0 {
@@ -470,8 +529,7 @@ func (sg *segments) writeSum(head, body []byte, sum uint32) (segPointer, error) 
 		sg.active.dirty = true
 		sg.dirty = append(sg.dirty, sg.active)
 	}
-	sg.inflight[p.Seg]++
-	return p, nil
+	return nil
 }
 
 // padding returns the zeros a write ending at end runs on with: to the end
@@ -818,6 +876,16 @@ func (s *Store) collectSegments() error {
 		if ok {
 			keep = min(keep, n)
 		}
+	}
+	// Appends made durable by their segments may not be durable in
+	// pebble yet, and replay cannot bring back what a removed segment
+	// held. Segments below keep hold only entries retention or deletion
+	// dropped, whose own WAL fsyncs made the appends before them durable;
+	// this fsync (one a pass) makes sure without relying on that: every
+	// append committed before keep was taken is applied, so it is then
+	// durable in pebble.
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return err
 	}
 	removed, err := s.segs.removeBelow(keep)
 	if removed > 0 {

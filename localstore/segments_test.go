@@ -3,6 +3,7 @@ package localstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -71,6 +72,51 @@ func storedInSegment(t *testing.T, s *Store, pid PartitionID, base int64) bool {
 	return seg
 }
 
+// walkSegments reads the records in files, each from its start to its
+// first zero header: the bytes of entry records and of batch records
+// (headers included), and how many batch records there are.
+func walkSegments(t *testing.T, files []string) (entryBytes, batchBytes int64, batches int) {
+	t.Helper()
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pos := 0; pos+segRecordHeader <= len(b); {
+			word := binary.BigEndian.Uint32(b[pos:])
+			n := int(word &^ segBatchFlag)
+			if n == 0 {
+				break
+			}
+			if pos+segRecordHeader+n > len(b) {
+				t.Fatalf("%s: a %d-byte record at %d runs past the file's %d bytes", name, n, pos, len(b))
+			}
+			if word&segBatchFlag != 0 {
+				batchBytes += int64(segRecordHeader + n)
+				batches++
+			} else {
+				entryBytes += int64(segRecordHeader + n)
+			}
+			pos += segRecordHeader + n
+		}
+	}
+	return entryBytes, batchBytes, batches
+}
+
+// segPointerOf is the pointer to the segment record of the entry at base.
+func segPointerOf(t *testing.T, s *Store, pid PartitionID, base int64) segPointer {
+	t.Helper()
+	v, ok, err := s.Get(logKey(kindEntry, pid, base))
+	if err != nil || !ok {
+		t.Fatalf("entry %d: %v, found %v", base, err, ok)
+	}
+	p, seg := decodeSegPointer(v)
+	if !seg {
+		t.Fatalf("entry %d is not in a segment", base)
+	}
+	return p
+}
+
 func segmentFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, segmentsDir, "*.seg"))
@@ -118,8 +164,13 @@ func TestSyncAppendsAreWrittenOnceToSegments(t *testing.T) {
 			total += segRecordHeader + len(e)
 		}
 	}
-	if m := s.Metrics(); m.Segments != len(files) || m.SegmentFsync.Count == 0 || m.SegmentBytesWritten != int64(total) {
-		t.Errorf("metrics: %d segments (%d files), %d fsyncs, %d bytes written", m.Segments, len(files), m.SegmentFsync.Count, m.SegmentBytesWritten)
+	// Each entry's record once, and behind it its append's batch record.
+	entryBytes, batchBytes, batches := walkSegments(t, files)
+	if entryBytes != int64(total) || batches != len(sizes) {
+		t.Errorf("segments hold %d bytes of entry records and %d batch records, want %d and %d", entryBytes, batches, total, len(sizes))
+	}
+	if m := s.Metrics(); m.Segments != len(files) || m.SegmentFsync.Count == 0 || m.SegmentBytesWritten != int64(total)+batchBytes {
+		t.Errorf("metrics: %d segments (%d files), %d fsyncs, %d bytes written, want %d", m.Segments, len(files), m.SegmentFsync.Count, m.SegmentBytesWritten, int64(total)+batchBytes)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ type Store struct {
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	writeStalls atomic.Int64
+	replayed    replayStats // what Open's replay did
 	stats       struct {
 		appends, appendBytes, records, syncWaits atomic.Int64
 	}
@@ -128,6 +129,11 @@ func Open(cfg Config) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if err := s.replay(); err != nil {
+		_ = s.segs.close()
+		_ = db.Close()
+		return nil, err
+	}
 	if err := s.load(); err != nil {
 		_ = s.segs.close()
 		_ = db.Close()
@@ -189,7 +195,8 @@ func (s *Store) fail(err error) {
 	}
 }
 
-// syncLoop fsyncs the WAL on an interval while async writes are pending.
+// syncLoop fsyncs the WAL on an interval while writes not yet durable in
+// it are pending.
 func (s *Store) syncLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.AsyncSyncInterval)
