@@ -3,6 +3,7 @@ package localstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,7 +170,16 @@ func (s *Store) Close() error {
 	}
 	s.mu.RUnlock()
 	var errs []error
-	if s.unsynced.Load() && s.failed.Load() == nil {
+	switch {
+	case s.failed.Load() != nil:
+	case s.segWrites:
+		// Every append the committer took is in pebble: the next open
+		// has nothing to replay, and reads no segment for it.
+		s.segs.mu.Lock()
+		next := s.segs.next
+		s.segs.mu.Unlock()
+		errs = append(errs, s.db.Set(replayFromKey(), binary.BigEndian.AppendUint32(nil, next), pebble.Sync))
+	case s.unsynced.Load():
 		errs = append(errs, s.db.LogData(nil, pebble.Sync))
 	}
 	errs = append(errs, s.db.Close(), s.segs.close())
