@@ -84,8 +84,8 @@ func (s *Store) replay() error {
 	}
 	if st.applied+st.unfollowed+st.torn > 0 {
 		s.log.Info("replayed appends from segments", "segments", st.segments, "batches", st.records,
-			"applied", st.applied, "already in pebble", st.present, "of deleted partitions", st.deleted,
-			"after a lost append", st.unfollowed, "with a damaged entry", st.torn)
+			"applied", st.applied, "already_applied", st.present, "of_deleted_partitions", st.deleted,
+			"after_a_lost_append", st.unfollowed, "damaged_entry", st.torn)
 	}
 	return nil
 }
