@@ -110,12 +110,38 @@ func (s *Store) commitLoop() {
 			if err != nil {
 				break
 			}
-			err = s.db.Apply(it.b, pebble.NoSync)
+			if err = s.db.Apply(it.b, pebble.NoSync); err == nil && !it.sync {
+				s.asyncApplied.Add(1)
+			}
+		}
+		// An async append before a segment append in the same partition
+		// is durable only in the WAL. Replay could not apply the segment
+		// append without it (the partition's head would not reach it),
+		// so while one is applied and not fsynced, a group with segment
+		// appends fsyncs the WAL too (a namespace's durability changed
+		// from async to sync while its producers ran).
+		if seg && s.asyncApplied.Load() > s.asyncSynced.Load() {
+			durable = true
 		}
 		if err != nil {
 			s.fail(err)
 		}
 		groups <- commitGroup{items: items, durable: durable, err: err}
+	}
+}
+
+// syncWAL fsyncs pebble's WAL: everything applied before the call is
+// durable when it returns.
+func (s *Store) syncWAL() error {
+	applied := s.asyncApplied.Load()
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return err
+	}
+	for {
+		synced := s.asyncSynced.Load()
+		if synced >= applied || s.asyncSynced.CompareAndSwap(synced, applied) {
+			return nil
+		}
 	}
 }
 
@@ -134,7 +160,7 @@ func (s *Store) walStage(groups <-chan commitGroup) {
 		err := g.err
 		if err == nil {
 			if g.durable {
-				err = s.db.LogData(nil, pebble.Sync)
+				err = s.syncWAL()
 			} else {
 				// Appends made durable in segments reach pebble's WAL
 				// at the next sync (AsyncSyncInterval), which bounds

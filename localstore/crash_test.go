@@ -12,9 +12,10 @@ import (
 )
 
 // TestCrashKeepsAcknowledgedAppends simulates a machine crash at arbitrary
-// moments while appenders, cursor writers and retention run. The crash is a
-// clone of the in-memory filesystem holding what was fsynced plus a random
-// share of what was not (pebble's crashable MemFS). On the clone:
+// moments while appenders (sync, and one async), cursor writers and
+// retention run. The crash is a clone of the in-memory filesystem holding
+// what was fsynced plus a random share of what was not (pebble's crashable
+// MemFS). On the clone:
 //   - every append acknowledged before the crash is there, at its offsets,
 //     with its bytes (large entries, stored in parts, among them);
 //   - the entries tile the log with no gap, and the next append continues
@@ -89,6 +90,20 @@ func crashRound(t *testing.T, seed uint64, inline bool) bool {
 			}
 		}()
 	}
+	// An async appender on the same partitions: its appends may be lost
+	// in the crash, but never a sync append acknowledged after one of
+	// them (the sync append's fsync covers the async one before it).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil && i < 500; i++ {
+			pid := tm.PIDs[i%2]
+			if _, err := s.Append(ctx, pid, AppendRequest{Entry: makeEntry(t, fmt.Sprintf("async%d", i), 2, 64, 0), Durability: DurabilityAsync}); err != nil {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	// everyLog calls fn with each partition's high watermark, pausing
 	// between rounds, until the crash or an error.
 	everyLog := func(pause time.Duration, fn func(pid PartitionID, hw int64) error, after func()) {

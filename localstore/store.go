@@ -45,7 +45,11 @@ type Store struct {
 	wg          sync.WaitGroup
 	writeStalls atomic.Int64
 	replayed    replayStats // what Open's replay did
-	stats       struct {
+	// asyncApplied counts the committer's applied appends without a
+	// segment record and without an fsync of their own; asyncSynced is
+	// the count a completed WAL fsync covers (see commitLoop).
+	asyncApplied, asyncSynced atomic.Int64
+	stats                     struct {
 		appends, appendBytes, records, syncWaits atomic.Int64
 	}
 }
@@ -217,7 +221,7 @@ func (s *Store) syncLoop() {
 			return
 		case <-t.C:
 			if s.unsynced.Swap(false) {
-				if err := s.db.LogData(nil, pebble.Sync); err != nil {
+				if err := s.syncWAL(); err != nil {
 					s.fail(err)
 				}
 			}
