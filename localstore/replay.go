@@ -110,15 +110,24 @@ func (s *Store) replaySegment(f *segFile, st *replayStats) error {
 	if err != nil {
 		return err
 	}
-	size := fi.Size()
 	st.segments++
-	r := bufio.NewReaderSize(io.NewSectionReader(f.f, 0, size), 256<<10)
+	return batchRecords(f.f, fi.Size(), f.n, func(body []byte) error {
+		st.records++
+		return s.replayBatch(body, st)
+	})
+}
+
+// batchRecords calls fn with the body of each batch record of segment
+// seg, whose size bytes r holds, in order, up to the first record that is
+// not one (see above). The body is reused after fn returns.
+func batchRecords(r io.ReaderAt, size int64, seg uint32, fn func(body []byte) error) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 256<<10)
 	var (
 		h    [segRecordHeader]byte
 		body []byte
 	)
 	for pos := int64(0); ; {
-		if _, err := io.ReadFull(r, h[:]); err != nil {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
 			return nil // the file's end
 		}
 		word, sum := binary.BigEndian.Uint32(h[:]), binary.BigEndian.Uint32(h[4:])
@@ -127,7 +136,7 @@ func (s *Store) replaySegment(f *segFile, st *replayStats) error {
 			return nil
 		}
 		if word&segBatchFlag == 0 {
-			if _, err := r.Discard(int(n)); err != nil {
+			if _, err := br.Discard(int(n)); err != nil {
 				return err
 			}
 			pos += segRecordHeader + n
@@ -137,15 +146,14 @@ func (s *Store) replaySegment(f *segFile, st *replayStats) error {
 			return nil
 		}
 		body = slices.Grow(body[:0], int(n))[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
+		if _, err := io.ReadFull(br, body); err != nil {
 			return err
 		}
 		if crc32.Checksum(body, castagnoli) != sum ||
-			binary.BigEndian.Uint32(body[0:]) != f.n || int64(binary.BigEndian.Uint32(body[4:])) != pos {
+			binary.BigEndian.Uint32(body[0:]) != seg || int64(binary.BigEndian.Uint32(body[4:])) != pos {
 			return nil
 		}
-		st.records++
-		if err := s.replayBatch(body, st); err != nil {
+		if err := fn(body); err != nil {
 			return err
 		}
 		pos += segRecordHeader + n
