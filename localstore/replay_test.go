@@ -23,21 +23,46 @@ func replayConfig(fs vfs.FS) Config {
 	return cfg
 }
 
+// reopen opens the store on fs after a crash; it closes with the test.
+func reopen(t testing.TB, fs vfs.FS) *Store {
+	t.Helper()
+	s, err := Open(replayConfig(fs))
+	if err != nil {
+		t.Fatalf("reopen after the crash: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// openCrashable opens a store with replayConfig on a crashable in-memory
+// filesystem, with a topic of the given partitions (0: one log), and
+// appends n entries of 2 records of size bytes to its first log.
+func openCrashable(t testing.TB, topic string, partitions, n, size int) (*vfs.MemFS, *Store, *TopicMeta) {
+	t.Helper()
+	fs := vfs.NewCrashableMem()
+	s, err := Open(replayConfig(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := s.CreateTopic(topic, partitions, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := s.Append(context.Background(), tm.PIDs[0], AppendRequest{Entry: makeEntry(t, fmt.Sprintf("%s%d", topic, i), 2, size, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fs, s, tm
+}
+
 // TestReplayAppliesWhatPebbleLost: appends acknowledged after the
 // segments' fdatasync alone, with pebble's WAL not fsynced since the topic
 // was made, are all there after a crash that keeps only what was fsynced:
 // their entries, offsets and the guard's operations, applied by replay.
 // The next append continues after them.
 func TestReplayAppliesWhatPebbleLost(t *testing.T) {
-	fs := vfs.NewCrashableMem()
-	s, err := Open(replayConfig(fs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := s.CreateTopic("replay", 2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs, s, tm := openCrashable(t, "replay", 2, 0, 0)
 	want := map[PartitionID][][]byte{}
 	lastBase := map[PartitionID]int64{}
 	const n = 40
@@ -67,11 +92,7 @@ func TestReplayAppliesWhatPebbleLost(t *testing.T) {
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	_ = s.Close()
 
-	s2, err := Open(replayConfig(crashed))
-	if err != nil {
-		t.Fatalf("reopen after the crash: %v", err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, crashed)
 	if st := s2.replayed; st.applied != n || st.present != 0 || st.unfollowed+st.torn+st.deleted != 0 {
 		t.Errorf("replay: %+v, want all %d batches applied", st, n)
 	}
@@ -93,11 +114,7 @@ func TestReplayAppliesWhatPebbleLost(t *testing.T) {
 	if err := s2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s3, err := Open(replayConfig(crashed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s3.Close()
+	s3 := reopen(t, crashed)
 	if st := s3.replayed; st.applied != 0 || st.segments != 0 {
 		t.Errorf("open after a clean close read %d segments and applied %d batches again", st.segments, st.applied)
 	}
@@ -113,21 +130,8 @@ func TestReplayAppliesWhatPebbleLost(t *testing.T) {
 // would leave them) are not applied, though the partition's head would
 // take them.
 func TestReplayIgnoresAReusedSegmentsOldRecords(t *testing.T) {
-	fs := vfs.NewCrashableMem()
-	s, err := Open(replayConfig(fs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := s.CreateTopic("reuse", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs, s, tm := openCrashable(t, "reuse", 0, 5, 100)
 	pid := tm.PIDs[0]
-	for i := range 5 {
-		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: makeEntry(t, fmt.Sprintf("o%d", i), 2, 100, 0)}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	seg := segPointerOf(t, s, pid, 0).Seg
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	_ = s.Close()
@@ -136,11 +140,7 @@ func TestReplayIgnoresAReusedSegmentsOldRecords(t *testing.T) {
 	if err := crashed.Rename(crashed.PathJoin(dir, segName(seg)), crashed.PathJoin(dir, segName(seg+10))); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(replayConfig(crashed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, crashed)
 	if st := s2.replayed; st.records != 0 || st.applied != 0 {
 		t.Errorf("replay read %d batch records and applied %d from a segment under another number", st.records, st.applied)
 	}
@@ -156,15 +156,7 @@ func TestReplayIgnoresAReusedSegmentsOldRecords(t *testing.T) {
 // are there. Replay alone could not bring back the third: the async
 // append, in pebble only, would be missing in front of it.
 func TestReplayAfterAnAsyncAppend(t *testing.T) {
-	fs := vfs.NewCrashableMem()
-	s, err := Open(replayConfig(fs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := s.CreateTopic("mixed", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs, s, tm := openCrashable(t, "mixed", 0, 0, 0)
 	pid := tm.PIDs[0]
 	var want [][]byte
 	for i, d := range []Durability{DurabilitySync, DurabilityAsync, DurabilitySync} {
@@ -172,11 +164,7 @@ func TestReplayAfterAnAsyncAppend(t *testing.T) {
 	}
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	_ = s.Close()
-	s2, err := Open(replayConfig(crashed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, crashed)
 	sameEntries(t, readAll(t, s2, pid), want)
 }
 
@@ -185,26 +173,9 @@ func TestReplayAfterAnAsyncAppend(t *testing.T) {
 // ErrCorrupt or opens a store whose log is dense and readable; it never
 // panics. The seeds are a segment holding real appends, cut and damaged.
 func FuzzReplaySegment(f *testing.F) {
-	fs := vfs.NewCrashableMem()
-	s, err := Open(replayConfig(fs))
-	if err != nil {
-		f.Fatal(err)
-	}
-	tm, err := s.CreateTopic("fuzz", 0, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
+	fs, s, tm := openCrashable(f, "fuzz", 0, 4, 40)
 	pid := tm.PIDs[0]
-	for i := range 4 {
-		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: makeEntry(f, fmt.Sprintf("f%d", i), 2, 40, 0)}); err != nil {
-			f.Fatal(err)
-		}
-	}
-	v, _, err := s.Get(logKey(kindEntry, pid, 0))
-	if err != nil {
-		f.Fatal(err)
-	}
-	ptr, _ := decodeSegPointer(v)
+	ptr := segPointerOf(f, s, pid, 0)
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	_ = s.Close()
 	name := crashed.PathJoin("/data", segmentsDir, segName(ptr.Seg))

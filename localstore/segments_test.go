@@ -62,14 +62,20 @@ func sameEntries(t *testing.T, got, want [][]byte) {
 }
 
 // storedInSegment says whether the entry at base is a pointer in pebble.
-func storedInSegment(t *testing.T, s *Store, pid PartitionID, base int64) bool {
+func storedInSegment(t testing.TB, s *Store, pid PartitionID, base int64) bool {
+	t.Helper()
+	_, seg := decodeSegPointer(entryValue(t, s, pid, base))
+	return seg
+}
+
+// entryValue is what pebble holds under the key of the entry at base.
+func entryValue(t testing.TB, s *Store, pid PartitionID, base int64) []byte {
 	t.Helper()
 	v, ok, err := s.Get(logKey(kindEntry, pid, base))
 	if err != nil || !ok {
 		t.Fatalf("entry %d: %v, found %v", base, err, ok)
 	}
-	_, seg := decodeSegPointer(v)
-	return seg
+	return v
 }
 
 // walkSegments reads the records in files, each from its start to its
@@ -104,13 +110,9 @@ func walkSegments(t *testing.T, files []string) (entryBytes, batchBytes int64, b
 }
 
 // segPointerOf is the pointer to the segment record of the entry at base.
-func segPointerOf(t *testing.T, s *Store, pid PartitionID, base int64) segPointer {
+func segPointerOf(t testing.TB, s *Store, pid PartitionID, base int64) segPointer {
 	t.Helper()
-	v, ok, err := s.Get(logKey(kindEntry, pid, base))
-	if err != nil || !ok {
-		t.Fatalf("entry %d: %v, found %v", base, err, ok)
-	}
-	p, seg := decodeSegPointer(v)
+	p, seg := decodeSegPointer(entryValue(t, s, pid, base))
 	if !seg {
 		t.Fatalf("entry %d is not in a segment", base)
 	}
