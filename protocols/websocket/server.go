@@ -130,10 +130,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) error {
 	s.m.opened(t.kind, 1)
 	registered = s.register(ss)
 	if !registered {
+		// Not counted as open once the client can see it closed: a
+		// shutdown's caller reads the metrics after its sessions end.
 		ep.abort()
+		s.m.opened(t.kind, -1)
 		ss.closeWith(websocket.StatusGoingAway, "the node is shutting down")
 		ss.end()
-		s.m.opened(t.kind, -1)
 		return nil
 	}
 	// The session stops counting as open before it deregisters: Close
