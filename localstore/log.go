@@ -85,10 +85,11 @@ type PendingAppend struct {
 // shared. Every PendingAppend must be waited for.
 //
 // Ordering: offsets are assigned and the pebble batch is submitted under the
-// partition lock, so the WAL holds entries in offset order; the fsync wait
-// happens after the lock is released, so appenders queued behind each other
-// are made durable by one shared fsync (pebble's group commit). The high
-// watermark moves only after the wait.
+// partition lock, so batches reach pebble (and the segment stream) in
+// offset order; the fsync wait happens after the lock is released, so
+// appenders queued behind each other are made durable by one shared fsync
+// (the committer's segment fdatasync, or pebble's group commit inline).
+// The high watermark moves only after the wait.
 func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequest) (*PendingAppend, error) {
 	p, err := s.partition(pid)
 	if err != nil {

@@ -13,7 +13,8 @@ type Metrics struct {
 	AppendedEntries int64
 	AppendedBytes   int64
 	AppendedRecords int64
-	// SyncWaits counts appends that waited for a WAL fsync.
+	// SyncWaits counts appends that waited for an fsync (the segments',
+	// or, inline, the WAL's).
 	SyncWaits int64
 	// LogBytes is the size of every retained entry.
 	LogBytes int64

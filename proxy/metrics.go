@@ -36,7 +36,7 @@ var (
 		{"tern_storage_appended_entries_total", "Entries appended since start.", true},
 		{"tern_storage_appended_bytes_total", "Entry bytes appended since start.", true},
 		{"tern_storage_appended_records_total", "Records appended since start.", true},
-		{"tern_storage_fsync_waits_total", "Appends that waited for a WAL fsync.", true},
+		{"tern_storage_fsync_waits_total", "Appends that waited for an fsync (the segments', or pebble's WAL for entries kept in pebble).", true},
 		{"tern_storage_log_bytes", "Bytes of retained entries in every log.", false},
 		{"tern_storage_disk_bytes", "Bytes pebble uses on disk.", false},
 		{"tern_storage_memtable_bytes", "Bytes in pebble memtables.", false},
@@ -55,9 +55,9 @@ var (
 
 var (
 	walFsyncDesc = prometheus.NewDesc("tern_storage_wal_fsync_seconds",
-		"Latency of pebble's WAL fsyncs; each acknowledged append in sync durability waits for one.", labels, nil)
+		"Latency of pebble's WAL fsyncs: on an interval, for truncation and deletion, and for each sync append of entries kept in pebble.", labels, nil)
 	segmentFsyncDesc = prometheus.NewDesc("tern_storage_segment_fsync_seconds",
-		"Latency of the segment files' fdatasyncs; an append in sync durability waits for one, then for a WAL fsync.", labels, nil)
+		"Latency of the segment files' fdatasyncs; an append in sync durability waits for one.", labels, nil)
 )
 
 func init() {

@@ -168,9 +168,13 @@ func TestHealthReadyMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	// The produce waited for a WAL fsync, which the histogram counts.
+	// The produce waited for the segments' fdatasync, and the topic's
+	// creation for a WAL fsync; the histograms count them.
+	if n := metricValue(t, body, `tern_storage_segment_fsync_seconds_count{node="node-1",region="local"}`); n < 1 {
+		t.Errorf("segment fsync histogram counts %v fsyncs after a synced produce", n)
+	}
 	if n := metricValue(t, body, `tern_storage_wal_fsync_seconds_count{node="node-1",region="local"}`); n < 1 {
-		t.Errorf("WAL fsync histogram counts %v fsyncs after a synced produce", n)
+		t.Errorf("WAL fsync histogram counts %v fsyncs after a topic's creation", n)
 	}
 }
 
