@@ -366,7 +366,7 @@ func (sg *segments) create(n uint32) (*segFile, error) {
 			// go first. Appends into reused files whose pages were
 			// cached had a far worse tail than into fresh ones, though
 			// the disk wrote no more (e2e at 257k msg/s, 20 written
-			// files in the pool: publish p99 48-262 ms; 36-59 with
+			// files in the pool: publish p99 48-262 ms; 36-84 with
 			// this; 15 with the whole page cache dropped first; 28-32
 			// on a fresh node). Why is not known; the old pages are of
 			// no use either way.
