@@ -100,10 +100,12 @@ type TLSFiles struct {
 // Storage configures the log.
 type Storage struct {
 	// Durability is "sync" (fsync before acknowledging; the default) or
-	// "async" (acknowledge after the write, fsync on an interval).
+	// "async" (acknowledge after the write, before its fsync).
 	Durability string `yaml:"durability"`
-	// AsyncSyncInterval is the fsync interval under async durability.
-	// Default 100ms.
+	// AsyncSyncInterval is how often pebble's WAL is fsynced while writes
+	// not durable in it are pending: async appends kept in pebble
+	// (segments off, or compression), and what a replay after a crash
+	// applies from segments. Default 100ms.
 	AsyncSyncInterval Duration `yaml:"async_sync_interval"`
 	// MemtableSize is pebble's memtable size. Default 64MiB.
 	MemtableSize Bytes `yaml:"memtable_size"`

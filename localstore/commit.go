@@ -20,7 +20,13 @@ type commitItem struct {
 	ptr    segPointer
 	hasPtr bool
 	sync   bool
-	done   chan error
+	// early marks an async append, acknowledged once its records are
+	// written: the committer closes its batch and moves p's high
+	// watermark to end once the batch is applied.
+	early bool
+	p     *partition
+	end   int64
+	done  chan error
 }
 
 type committer struct {
@@ -85,11 +91,14 @@ func (s *Store) commitLoop() {
 		// An append with a segment record is made durable by the segment
 		// fdatasync alone: its batch is in the record stream behind its
 		// entry, and replay applies it after a crash. Only the group's
-		// other writes that ask for durability need the WAL's fsync.
+		// other writes that ask for durability need the WAL's fsync. An
+		// async append is acknowledged before (see PendingAppend.Wait),
+		// but its pointer too waits for its record's fdatasync, so no
+		// pointer in pebble ever refers to a record a crash could lose.
 		seg, durable := false, false
 		for _, it := range items {
 			durable = durable || (it.sync && !it.hasPtr)
-			seg = seg || (it.sync && it.hasPtr)
+			seg = seg || it.hasPtr
 		}
 		if err == nil && seg {
 			err = s.segs.sync()
@@ -110,18 +119,7 @@ func (s *Store) commitLoop() {
 			if err != nil {
 				break
 			}
-			if err = s.db.Apply(it.b, pebble.NoSync); err == nil && !it.sync {
-				s.asyncApplied.Add(1)
-			}
-		}
-		// An async append before a segment append in the same partition
-		// is durable only in the WAL. Replay could not apply the segment
-		// append without it (the partition's head would not reach it),
-		// so while one is applied and not fsynced, a group with segment
-		// appends fsyncs the WAL too (a namespace's durability changed
-		// from async to sync while its producers ran).
-		if seg && s.asyncApplied.Load() > s.asyncSynced.Load() {
-			durable = true
+			err = s.db.Apply(it.b, pebble.NoSync)
 		}
 		if err != nil {
 			s.fail(err)
@@ -132,18 +130,7 @@ func (s *Store) commitLoop() {
 
 // syncWAL fsyncs pebble's WAL: everything applied before the call is
 // durable when it returns.
-func (s *Store) syncWAL() error {
-	applied := s.asyncApplied.Load()
-	if err := s.db.LogData(nil, pebble.Sync); err != nil {
-		return err
-	}
-	for {
-		synced := s.asyncSynced.Load()
-		if synced >= applied || s.asyncSynced.CompareAndSwap(synced, applied) {
-			return nil
-		}
-	}
-}
+func (s *Store) syncWAL() error { return s.db.LogData(nil, pebble.Sync) }
 
 // commitGroup is one group of items between the committer's stages.
 type commitGroup struct {
@@ -174,6 +161,12 @@ func (s *Store) walStage(groups <-chan commitGroup) {
 		for _, it := range g.items {
 			if it.hasPtr {
 				s.segs.committed(it.ptr)
+			}
+			if it.early {
+				if err == nil {
+					it.p.advance(it.end)
+				}
+				_ = it.b.Close()
 			}
 			it.done <- err
 		}

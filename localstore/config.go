@@ -19,9 +19,11 @@ const (
 	// share fsyncs (with segments, the segments' fdatasync through the
 	// committer; inline, the WAL's through pebble's group commit).
 	DurabilitySync Durability = "sync"
-	// DurabilityAsync acknowledges after the write; the WAL is fsynced on
-	// an interval (Config.AsyncSyncInterval), so a machine crash may lose
-	// the last interval of acknowledged writes.
+	// DurabilityAsync acknowledges after the write, before the fsync, so
+	// a machine crash may lose acknowledged appends. With segments the
+	// committer's next fdatasync makes the append durable, and readers see
+	// it from then on (a few milliseconds); kept in pebble, the WAL's
+	// fsync every Config.AsyncSyncInterval does.
 	DurabilityAsync Durability = "async"
 )
 
@@ -101,8 +103,8 @@ type Config struct {
 	// decides).
 	SegmentCache int64
 	// AsyncSyncInterval is how often the WAL is fsynced when async appends
-	// are pending, or sync appends made durable in segments (which bounds
-	// what a replay after a crash applies). Default 100ms.
+	// kept in pebble are pending, or appends made durable in segments
+	// (which bounds what a replay after a crash applies). Default 100ms.
 	AsyncSyncInterval time.Duration
 	// Now is the clock (append times, retention). Default time.Now.
 	Now func() time.Time

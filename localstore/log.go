@@ -152,7 +152,7 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 		b    *pebble.Batch
 		item *commitItem
 	)
-	if s.segWrites && sync {
+	if s.segWrites {
 		b, item, err = s.writeSegment(&req, pid, base, size, now, ops)
 	} else {
 		bs := batchSize(size, ops)
@@ -201,6 +201,9 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 			item = &commitItem{done: make(chan error, 1)}
 		}
 		item.b, item.sync = b, sync
+		if !sync && item.hasPtr {
+			item.early, item.p, item.end = true, p, nh.Next
+		}
 		if !s.cmt.enqueue(item) {
 			err = ErrClosed
 			if item.hasPtr {
@@ -394,13 +397,15 @@ func (pa *PendingAppend) Ready() bool {
 	case pa.end < 0:
 		return pa.p.hw.Load() >= pa.res.BaseOffset+pa.res.Count
 	case pa.item != nil:
-		return len(pa.item.done) > 0
+		return pa.item.early || len(pa.item.done) > 0
 	}
 	return pa.synced
 }
 
 // Wait waits until the entry is durable (under sync durability), moves the
-// high watermark and returns the result. Calling it again returns the same.
+// high watermark and returns the result; an async append in a segment
+// returns at once, and the committer moves the high watermark once it is
+// durable. Calling it again returns the same.
 func (pa *PendingAppend) Wait() (AppendResult, error) {
 	if pa.done {
 		return pa.res, nil
@@ -408,6 +413,16 @@ func (pa *PendingAppend) Wait() (AppendResult, error) {
 	pa.done = true
 	if pa.end < 0 { // answered by the guard
 		return pa.res, pa.waitCovered()
+	}
+	if pa.item != nil && pa.item.early {
+		// Acknowledged after the write; the committer makes the entry
+		// durable, applies its batch and moves the high watermark.
+		pa.b = nil
+		pa.s.stats.appends.Add(1)
+		pa.s.stats.appendBytes.Add(pa.bytes)
+		pa.s.stats.records.Add(pa.recs)
+		pa.res.LogStart = pa.p.start.Load()
+		return pa.res, nil
 	}
 	var err error
 	switch {

@@ -45,11 +45,7 @@ type Store struct {
 	wg          sync.WaitGroup
 	writeStalls atomic.Int64
 	replayed    replayStats // what Open's replay did
-	// asyncApplied counts the committer's applied appends without a
-	// segment record and without an fsync of their own; asyncSynced is
-	// the count a completed WAL fsync covers (see commitLoop).
-	asyncApplied, asyncSynced atomic.Int64
-	stats                     struct {
+	stats       struct {
 		appends, appendBytes, records, syncWaits atomic.Int64
 	}
 }

@@ -41,7 +41,7 @@ func (n *Node) durabilityRoutes(h routeFunc) {
 			return err
 		}
 		if v != "sync" && v != "async" {
-			return badRequest(`durability %q: send "sync" (fsync before each acknowledgement) or "async" (fsync on an interval)`, v)
+			return badRequest(`durability %q: send "sync" (fsync before each acknowledgement) or "async" (acknowledgement before the fsync)`, v)
 		}
 		if err := n.UpdateNamespacePolicies(r.Context(), ns, func(p *Policies) error { p.Durability = v; return nil }); err != nil {
 			return err

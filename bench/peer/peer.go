@@ -32,7 +32,7 @@ type Config struct {
 	// file store). Required for tern and JetStream.
 	Dir string
 	// Durability is tern's: "sync" (fsync before the ack, the default) or
-	// "async" (fsync on an interval).
+	// "async" (the ack before the fsync).
 	Durability string
 	// Fsync makes JetStream fsync every write (sync_interval: always);
 	// by default it acknowledges before fsyncing and syncs every two

@@ -1,0 +1,140 @@
+package localstore
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/ternmq/tern/protocols"
+)
+
+// gateFS holds every segment fdatasync while its gate is shut.
+type gateFS struct {
+	vfs.FS
+	mu      sync.Mutex
+	cond    *sync.Cond
+	shut    bool
+	waiting int // fdatasyncs held at the gate
+}
+
+func newGateFS() *gateFS {
+	g := &gateFS{FS: vfs.NewMem()}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+func (g *gateFS) set(shut bool) {
+	g.mu.Lock()
+	g.shut = shut
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// held reports whether an fdatasync is held at the shut gate within 10s.
+func (g *gateFS) held() bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		g.mu.Lock()
+		n := g.waiting
+		g.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+type gateFile struct {
+	vfs.File
+	g *gateFS
+}
+
+func (f gateFile) SyncData() error {
+	f.g.mu.Lock()
+	f.g.waiting++
+	f.g.cond.Broadcast()
+	for f.g.shut {
+		f.g.cond.Wait()
+	}
+	f.g.waiting--
+	f.g.mu.Unlock()
+	return f.File.SyncData()
+}
+
+func (g *gateFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.Create(name, c)
+	if err != nil || !strings.HasSuffix(name, ".seg") {
+		return f, err
+	}
+	return gateFile{f, g}, nil
+}
+
+// An async append is acknowledged once its records are written, before
+// the segments' fdatasync; its pointer, and with it the high watermark,
+// waits for that fdatasync as a sync append's does, so a reader never
+// finds an entry a crash could take back. A sync append is not
+// acknowledged before it.
+func TestAsyncAppendIsAcknowledgedBeforeItsFsync(t *testing.T) {
+	g := newGateFS()
+	if err := g.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, pid := openTopic(t, Config{Dir: "/d", FS: g, SegmentSize: 1 << 20}, "async")
+	first := appendStamped(t, s, pid, makeEntry(t, "first", 2, 100, 1000), DurabilitySync)
+
+	g.set(true)
+	e := makeEntry(t, "async", 3, 100, 2000)
+	r, err := s.Append(context.Background(), pid, AppendRequest{Entry: e, Durability: DurabilityAsync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.BaseOffset != 2 || r.Count != 3 {
+		t.Fatalf("async append got offsets %d+%d, want 2+3", r.BaseOffset, r.Count)
+	}
+	if !g.held() {
+		t.Fatal("no segment fdatasync began for the async append")
+	}
+	if _, hw, _ := s.Offsets(pid); hw != 2 {
+		t.Fatalf("high watermark %d while the async append's fdatasync is held, want 2", hw)
+	}
+	if got := readAll(t, s, pid); len(got) != 1 {
+		t.Fatalf("%d entries readable while the fdatasync is held, want 1", len(got))
+	}
+	sa, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: makeEntry(t, "sync", 1, 100, 3000), Durability: DurabilitySync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa.Ready() {
+		t.Fatal("a sync append is ready while the segments' fdatasync is held")
+	}
+
+	g.set(false)
+	if _, err := sa.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		_, hw, _ := s.Offsets(pid)
+		if hw >= 6 {
+			break
+		}
+		if err := s.Wait(ctx, []Watch{{PID: pid, Offset: hw}}); err != nil {
+			t.Fatalf("high watermark stuck at %d: %v", hw, err)
+		}
+	}
+	got := readAll(t, s, pid)
+	if len(got) != 3 || !bytes.Equal(got[0], first) {
+		t.Fatalf("read %d entries after the fdatasync, want 3", len(got))
+	}
+	if err := protocols.StampEntry(e, r.BaseOffset, r.AppendTime); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[1], e) {
+		t.Fatal("the async append reads back different bytes")
+	}
+}
