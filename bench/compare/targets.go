@@ -63,7 +63,7 @@ func lookupKnown(name string) (target, error) {
 			note: "tern/kafka: sync durability (fsync before every acknowledgement, shared by concurrent appends); franz-go kgo, acks=all, idempotent"}, nil
 	case "tern-async/kafka":
 		return target{name: name, peerArgs: []string{peer.Tern, "--durability", "async"}, driver: kafka,
-			note: "tern-async/kafka: async durability (acknowledged after the write, fsync every 100ms): not durable per message"}, nil
+			note: "tern-async/kafka: async durability (acknowledged after the write, before the group fsync that makes it durable and visible): not durable per message"}, nil
 	case "tern/pulsar":
 		return target{name: name, peerArgs: []string{peer.Tern, "--durability", "sync"},
 			driver: func(a peer.Addrs, linger time.Duration) (perf.Driver, error) {
