@@ -107,6 +107,10 @@ type Storage struct {
 	// (segments off, or compression), and what a replay after a crash
 	// applies from segments. Default 100ms.
 	AsyncSyncInterval Duration `yaml:"async_sync_interval"`
+	// AsyncBacklog bounds the bytes of async appends acknowledged before
+	// they are durable; past it, an async append is acknowledged once
+	// durable, as a sync one. Default 32MiB.
+	AsyncBacklog Bytes `yaml:"async_backlog"`
 	// MemtableSize is pebble's memtable size. Default 64MiB.
 	MemtableSize Bytes `yaml:"memtable_size"`
 	// CacheSize is pebble's block cache. Default 64MiB.
@@ -256,6 +260,7 @@ func builtin() Node {
 		Storage: Storage{
 			Durability:        "sync",
 			AsyncSyncInterval: Duration(100 * time.Millisecond),
+			AsyncBacklog:      32 << 20,
 			MemtableSize:      64 << 20,
 			CacheSize:         64 << 20,
 			Compression:       "none",
@@ -359,6 +364,9 @@ func (n Node) Validate() error {
 	}
 	if n.Storage.AsyncSyncInterval <= 0 {
 		bad("storage.async_sync_interval", "%v: want a positive duration like 100ms", time.Duration(n.Storage.AsyncSyncInterval))
+	}
+	if n.Storage.AsyncBacklog <= 0 {
+		bad("storage.async_backlog", "%v: want a positive size like 32MiB", n.Storage.AsyncBacklog)
 	}
 	if n.Storage.MemtableSize < 1<<20 {
 		bad("storage.memtable_size", "%v: want at least 1MiB (64MiB recommended)", n.Storage.MemtableSize)

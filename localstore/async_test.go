@@ -3,6 +3,7 @@ package localstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -84,6 +85,7 @@ func TestAsyncAppendIsAcknowledgedBeforeItsFsync(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, pid := openTopic(t, Config{Dir: "/d", FS: g, SegmentSize: 1 << 20}, "async")
+	t.Cleanup(func() { g.set(false) }) // before the store closes, should the test fail
 	first := appendStamped(t, s, pid, makeEntry(t, "first", 2, 100, 1000), DurabilitySync)
 
 	g.set(true)
@@ -136,5 +138,63 @@ func TestAsyncAppendIsAcknowledgedBeforeItsFsync(t *testing.T) {
 	}
 	if !bytes.Equal(got[1], e) {
 		t.Fatal("the async append reads back different bytes")
+	}
+}
+
+// Async appends past Config.AsyncBacklog bytes acknowledged and not yet
+// durable are acknowledged once durable: a disk slower than the producers
+// holds them back.
+func TestAsyncBacklogHoldsAppendsPastItsBound(t *testing.T) {
+	g := newGateFS()
+	if err := g.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := func(i int) []byte { return makeEntry(t, fmt.Sprintf("e%d", i), 1, 500, int64(i)) }
+	size := int64(len(e(0)))
+	s, pid := openTopic(t, Config{Dir: "/d", FS: g, SegmentSize: 1 << 20, AsyncBacklog: 2 * size}, "backlog")
+	t.Cleanup(func() { g.set(false) }) // before the store closes, should the test fail
+
+	g.set(true)
+	var pending []*PendingAppend
+	for i := range 3 {
+		pa, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: e(i), Durability: DurabilityAsync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, pa)
+	}
+	if !g.held() {
+		t.Fatal("no segment fdatasync began for the async appends")
+	}
+	for i, pa := range pending[:2] {
+		if !pa.Ready() {
+			t.Fatalf("async append %d, within the backlog bound, is not ready", i)
+		}
+		if _, err := pa.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pending[2].Ready() {
+		t.Fatal("the async append past the backlog bound is ready while the fdatasync is held")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pending[2].Wait()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the async append past the backlog bound was acknowledged while the fdatasync was held (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.set(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, hw, _ := s.Offsets(pid); hw != 3 {
+		t.Fatalf("high watermark %d once the held append is acknowledged, want 3", hw)
+	}
+	if n := s.asyncBacklog.Load(); n != 0 {
+		t.Fatalf("async backlog %d bytes once every append is durable, want 0", n)
 	}
 }

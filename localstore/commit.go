@@ -26,6 +26,8 @@ type commitItem struct {
 	early bool
 	p     *partition
 	end   int64
+	size  int64 // the entry's bytes, counted in Store.asyncBacklog
+	held  bool  // acknowledged once durable: it took the backlog past its bound
 	done  chan error
 }
 
@@ -167,6 +169,7 @@ func (s *Store) walStage(groups <-chan commitGroup) {
 					it.p.advance(it.end)
 				}
 				_ = it.b.Close()
+				s.asyncBacklog.Add(-it.size)
 			}
 			it.done <- err
 		}

@@ -86,12 +86,17 @@ type Config struct {
 	// Default sync.
 	Durability Durability
 	// InlineEntries keeps every entry in pebble, as before segments: each
-	// entry is then written twice (WAL and flush). By default entries
-	// appended under sync durability are written once, to segment files
-	// beside pebble (see segments.go); async appends stay in pebble, and
-	// so do all entries when Compression is set (segments are not
+	// entry is then written twice (WAL and flush). By default entries are
+	// written once, to segment files beside pebble (see segments.go);
+	// they stay in pebble when Compression is set (segments are not
 	// compressed).
 	InlineEntries bool
+	// AsyncBacklog bounds the bytes of async appends acknowledged and not
+	// yet durable: an async append beyond it is acknowledged only once
+	// durable, as a sync one, so a disk slower than the producers holds
+	// them back instead of letting the unsynced data, and how far readers
+	// trail the acknowledgements, grow without end. Default 32 MiB.
+	AsyncBacklog int64
 	// SegmentSize is the size at which a segment file is closed and the
 	// next begun. Default 64 MiB.
 	SegmentSize int64
@@ -122,6 +127,7 @@ func DefaultConfig() Config {
 		AsyncSyncInterval: 100 * time.Millisecond,
 		BlobMinSize:       256,
 		SegmentSize:       64 << 20,
+		AsyncBacklog:      32 << 20,
 	}
 }
 
@@ -149,6 +155,9 @@ func (c Config) Validate() error {
 	if c.AsyncSyncInterval < 0 {
 		errs = append(errs, fmt.Errorf("localstore: async sync interval %v is negative", c.AsyncSyncInterval))
 	}
+	if c.AsyncBacklog < 0 {
+		errs = append(errs, fmt.Errorf("localstore: async backlog %d is negative", c.AsyncBacklog))
+	}
 	return errors.Join(errs...)
 }
 
@@ -165,6 +174,9 @@ func (c *Config) fill() {
 	}
 	if c.SegmentSize == 0 {
 		c.SegmentSize = d.SegmentSize
+	}
+	if c.AsyncBacklog == 0 {
+		c.AsyncBacklog = d.AsyncBacklog
 	}
 	if c.Durability == "" {
 		c.Durability = d.Durability

@@ -202,9 +202,14 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 		}
 		item.b, item.sync = b, sync
 		if !sync && item.hasPtr {
-			item.early, item.p, item.end = true, p, nh.Next
+			item.early, item.p, item.end, item.size = true, p, nh.Next, int64(size)
+			// Past the backlog bound it is acknowledged once durable.
+			item.held = s.asyncBacklog.Add(item.size) > s.cfg.AsyncBacklog
 		}
 		if !s.cmt.enqueue(item) {
+			if item.early {
+				s.asyncBacklog.Add(-item.size)
+			}
 			err = ErrClosed
 			if item.hasPtr {
 				s.segs.committed(item.ptr)
@@ -397,7 +402,7 @@ func (pa *PendingAppend) Ready() bool {
 	case pa.end < 0:
 		return pa.p.hw.Load() >= pa.res.BaseOffset+pa.res.Count
 	case pa.item != nil:
-		return pa.item.early || len(pa.item.done) > 0
+		return (pa.item.early && !pa.item.held) || len(pa.item.done) > 0
 	}
 	return pa.synced
 }
@@ -416,8 +421,15 @@ func (pa *PendingAppend) Wait() (AppendResult, error) {
 	}
 	if pa.item != nil && pa.item.early {
 		// Acknowledged after the write; the committer makes the entry
-		// durable, applies its batch and moves the high watermark.
+		// durable, applies its batch and moves the high watermark. Past
+		// the backlog bound, it waits for that as a sync append does.
 		pa.b = nil
+		if pa.item.held {
+			pa.s.stats.syncWaits.Add(1)
+			if err := <-pa.item.done; err != nil {
+				return AppendResult{}, err
+			}
+		}
 		pa.s.stats.appends.Add(1)
 		pa.s.stats.appendBytes.Add(pa.bytes)
 		pa.s.stats.records.Add(pa.recs)

@@ -14,7 +14,8 @@ type Metrics struct {
 	AppendedBytes   int64
 	AppendedRecords int64
 	// SyncWaits counts appends that waited for an fsync (the segments',
-	// or, inline, the WAL's).
+	// or, inline, the WAL's): sync appends, and async ones held back by
+	// Config.AsyncBacklog.
 	SyncWaits int64
 	// LogBytes is the size of every retained entry.
 	LogBytes int64

@@ -45,7 +45,10 @@ type Store struct {
 	wg          sync.WaitGroup
 	writeStalls atomic.Int64
 	replayed    replayStats // what Open's replay did
-	stats       struct {
+	// asyncBacklog is the bytes of async appends queued for the
+	// committer and not yet durable (Config.AsyncBacklog).
+	asyncBacklog atomic.Int64
+	stats        struct {
 		appends, appendBytes, records, syncWaits atomic.Int64
 	}
 }

@@ -36,7 +36,7 @@ var (
 		{"tern_storage_appended_entries_total", "Entries appended since start.", true},
 		{"tern_storage_appended_bytes_total", "Entry bytes appended since start.", true},
 		{"tern_storage_appended_records_total", "Records appended since start.", true},
-		{"tern_storage_fsync_waits_total", "Appends that waited for an fsync (the segments', or pebble's WAL for entries kept in pebble).", true},
+		{"tern_storage_fsync_waits_total", "Appends that waited for an fsync (the segments', or pebble's WAL for entries kept in pebble): sync appends, and async ones held back by storage.async_backlog.", true},
 		{"tern_storage_log_bytes", "Bytes of retained entries in every log.", false},
 		{"tern_storage_disk_bytes", "Bytes pebble uses on disk.", false},
 		{"tern_storage_memtable_bytes", "Bytes in pebble memtables.", false},

@@ -136,6 +136,7 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 		SegmentCache:      int64(cfg.Storage.SegmentCache),
 		Durability:        localstore.Durability(cfg.Storage.Durability),
 		AsyncSyncInterval: time.Duration(cfg.Storage.AsyncSyncInterval),
+		AsyncBacklog:      int64(cfg.Storage.AsyncBacklog),
 		Now:               opts.Now,
 		Logger:            n.log,
 	})
