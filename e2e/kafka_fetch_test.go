@@ -7,6 +7,7 @@ import (
 
 	"github.com/ternmq/tern/configs"
 	"github.com/ternmq/tern/internal/testcluster"
+	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -174,4 +175,60 @@ func lastOffset(t *testing.T, batches []byte) (next int64, records int) {
 		batches = batches[size:]
 	}
 	return next, records
+}
+
+// TestKafkaPipelinedAnswerIsNotHeldByALongPoll: a client that pipelines a
+// produce and a long-polling fetch on one connection (sarama shares one
+// per broker) gets the produce's answer once it is durable, not when the
+// fetch behind it ends. The write loop flushed only when no request was
+// queued, so the answer sat in its buffer for the fetch's MaxWait.
+func TestKafkaPipelinedAnswerIsNotHeldByALongPoll(t *testing.T) {
+	node := startKafka(t)
+	addr := node.KafkaAddr()
+	const topic = "pipelined"
+	createTopic(t, addr, topic, 1, nil)
+	rc := dialRaw(t, addr)
+
+	batch, err := protocols.AppendBatch(nil, protocols.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]protocols.Message{{Timestamp: time.Now().UnixMilli(), Value: []byte("first")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := kmsg.NewPtrProduceRequest()
+	prod.SetVersion(9)
+	prod.Acks, prod.TimeoutMillis = -1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = batch
+	pt.Partitions = []kmsg.ProduceRequestTopicPartition{pp}
+	prod.Topics = []kmsg.ProduceRequestTopic{pt}
+	// The fetch waits for a MiB the log will not have, for 4s.
+	const maxWait = 4 * time.Second
+	fetch := fetchReq(topic, 0, maxWait)
+	fetch.MinBytes = 1 << 20
+	b := append(frame(prod, 1, "raw-test"), frame(fetch, 2, "raw-test")...)
+	start := time.Now()
+	if _, err := rc.c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	first := rc.readFrame()
+	took := time.Since(start)
+	if corr := int32(binary.BigEndian.Uint32(first)); corr != 1 {
+		t.Fatalf("first answer has correlation id %d, want the produce's 1", corr)
+	}
+	if took > maxWait/2 {
+		t.Fatalf("the produce was answered after %v: held behind the fetch's %v long poll", took, maxWait)
+	}
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(9)
+	if err := resp.ReadFrom(first[5:]); err != nil { // correlation id, tag buffer
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("produce answer: error %d, base offset %d", p.ErrorCode, p.BaseOffset)
+	}
+	if corr := int32(binary.BigEndian.Uint32(rc.readFrame())); corr != 2 {
+		t.Fatalf("second answer has correlation id %d, want the fetch's 2", corr)
+	}
 }

@@ -287,6 +287,16 @@ func (c *conn) writeLoop() {
 	for r := range c.queue {
 		resp := r.resp
 		if r.wait != nil {
+			// What is written goes out before a wait (a produce's
+			// fsync, a fetch's long poll). Flushed only once the queue
+			// was empty, a pipelining producer's answer waited in the
+			// buffer for the fsync of the request behind it.
+			if bw.Buffered() > 0 && !broken {
+				if err := bw.Flush(); err != nil {
+					broken = true
+					c.cancel()
+				}
+			}
 			resp = r.wait(c.ctx)
 		}
 		c.release(r.size)
