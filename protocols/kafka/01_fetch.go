@@ -45,6 +45,7 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 		return nil
 	}
 	deadline := start.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	r.poll = true
 	r.wait = func(ctx context.Context) kmsg.Response {
 		for {
 			wctx, cancel := context.WithDeadline(ctx, deadline)

@@ -37,6 +37,9 @@ type reply struct {
 	// Neither set, or wait returning nil, means no response (acks=0).
 	resp kmsg.Response
 	wait func(ctx context.Context) kmsg.Response
+	// poll marks a wait that may last long (a fetch's long poll, a
+	// group's join): the answers written before it go out first.
+	poll bool
 	// size is the request's frame size, counted against the in-flight
 	// budget until the reply is written.
 	size int
@@ -287,11 +290,15 @@ func (c *conn) writeLoop() {
 	for r := range c.queue {
 		resp := r.resp
 		if r.wait != nil {
-			// What is written goes out before a wait (a produce's
-			// fsync, a fetch's long poll). Flushed only once the queue
-			// was empty, a pipelining producer's answer waited in the
-			// buffer for the fsync of the request behind it.
-			if bw.Buffered() > 0 && !broken {
+			// What is written goes out before a long wait. Flushed only
+			// once the queue was empty, a produce pipelined ahead of a
+			// long-polling fetch was answered when the poll ended. Before
+			// a produce's fsync it still waits, so a pipelining
+			// producer's answers go out together: flushing before every
+			// wait gave no better e2e figures at 257k msg/s (consumer p99
+			// 33-95 ms over five runs against 27-45, within this
+			// machine's noise).
+			if r.poll && bw.Buffered() > 0 && !broken {
 				if err := bw.Flush(); err != nil {
 					broken = true
 					c.cancel()

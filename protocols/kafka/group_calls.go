@@ -21,6 +21,7 @@ func (c *conn) parkInGroup(r *reply, id string, f func(g *group, answer func(kms
 		r.resp = fail(kerr.CoordinatorNotAvailable.Code)
 		return
 	}
+	r.poll = true
 	r.wait = func(ctx context.Context) kmsg.Response {
 		select {
 		case resp := <-ch:
