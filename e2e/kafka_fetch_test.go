@@ -7,7 +7,6 @@ import (
 
 	"github.com/ternmq/tern/configs"
 	"github.com/ternmq/tern/internal/testcluster"
-	"github.com/ternmq/tern/protocols"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -189,20 +188,7 @@ func TestKafkaPipelinedAnswerIsNotHeldByALongPoll(t *testing.T) {
 	createTopic(t, addr, topic, 1, nil)
 	rc := dialRaw(t, addr)
 
-	batch, err := protocols.AppendBatch(nil, protocols.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]protocols.Message{{Timestamp: time.Now().UnixMilli(), Value: []byte("first")}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod := kmsg.NewPtrProduceRequest()
-	prod.SetVersion(9)
-	prod.Acks, prod.TimeoutMillis = -1, 5000
-	pt := kmsg.NewProduceRequestTopic()
-	pt.Topic = topic
-	pp := kmsg.NewProduceRequestTopicPartition()
-	pp.Records = batch
-	pt.Partitions = []kmsg.ProduceRequestTopicPartition{pp}
-	prod.Topics = []kmsg.ProduceRequestTopic{pt}
+	prod := produceReq(topic, idemBatch(t, -1, -1, -1, 1))
 	// The fetch waits for a MiB the log will not have, for 4s.
 	const maxWait = 4 * time.Second
 	fetch := fetchReq(topic, 0, maxWait)
@@ -221,8 +207,8 @@ func TestKafkaPipelinedAnswerIsNotHeldByALongPoll(t *testing.T) {
 		t.Fatalf("the produce was answered after %v: held behind the fetch's %v long poll", took, maxWait)
 	}
 	resp := kmsg.NewPtrProduceResponse()
-	resp.SetVersion(9)
-	if err := resp.ReadFrom(first[5:]); err != nil { // correlation id, tag buffer
+	resp.SetVersion(prod.GetVersion()) // v7: no tag buffer after the correlation id
+	if err := resp.ReadFrom(first[4:]); err != nil {
 		t.Fatal(err)
 	}
 	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {

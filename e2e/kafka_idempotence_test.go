@@ -22,8 +22,8 @@ func idemBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 	return b
 }
 
-func produceRaw(t *testing.T, rc *rawConn, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
-	t.Helper()
+// produceReq is an acks=all produce of batch to partition 0 of topic.
+func produceReq(topic string, batch []byte) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(7)
 	req.Acks = -1
@@ -32,7 +32,12 @@ func produceRaw(t *testing.T, rc *rawConn, topic string, batch []byte) kmsg.Prod
 	rt.Topic = topic
 	rt.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch}}
 	req.Topics = []kmsg.ProduceRequestTopic{rt}
-	resp := rc.roundTrip(req).(*kmsg.ProduceResponse)
+	return req
+}
+
+func produceRaw(t *testing.T, rc *rawConn, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	resp := rc.roundTrip(produceReq(topic, batch)).(*kmsg.ProduceResponse)
 	return resp.Topics[0].Partitions[0]
 }
 

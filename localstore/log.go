@@ -419,25 +419,19 @@ func (pa *PendingAppend) Wait() (AppendResult, error) {
 	if pa.end < 0 { // answered by the guard
 		return pa.res, pa.waitCovered()
 	}
-	if pa.item != nil && pa.item.early {
+	early := pa.item != nil && pa.item.early
+	var err error
+	switch {
+	case early:
 		// Acknowledged after the write; the committer makes the entry
-		// durable, applies its batch and moves the high watermark. Past
-		// the backlog bound, it waits for that as a sync append does.
+		// durable, applies (and closes) its batch and moves the high
+		// watermark. Past the backlog bound it waits for that, as a
+		// sync append does.
 		pa.b = nil
 		if pa.item.held {
 			pa.s.stats.syncWaits.Add(1)
-			if err := <-pa.item.done; err != nil {
-				return AppendResult{}, err
-			}
+			err = <-pa.item.done
 		}
-		pa.s.stats.appends.Add(1)
-		pa.s.stats.appendBytes.Add(pa.bytes)
-		pa.s.stats.records.Add(pa.recs)
-		pa.res.LogStart = pa.p.start.Load()
-		return pa.res, nil
-	}
-	var err error
-	switch {
 	case pa.item != nil:
 		if pa.item.sync {
 			pa.s.stats.syncWaits.Add(1)
@@ -458,7 +452,9 @@ func (pa *PendingAppend) Wait() (AppendResult, error) {
 	pa.s.stats.appends.Add(1)
 	pa.s.stats.appendBytes.Add(pa.bytes)
 	pa.s.stats.records.Add(pa.recs)
-	pa.p.advance(pa.end)
+	if !early {
+		pa.p.advance(pa.end)
+	}
 	pa.res.LogStart = pa.p.start.Load()
 	return pa.res, nil
 }
