@@ -21,10 +21,11 @@ import (
 type kafkaState struct {
 	// srv is the running Kafka front end, for metrics.
 	srv atomic.Pointer[kafka.Server]
-	// reqTimeVec is the request time histogram; reqTime caches its
-	// observer per API key.
-	reqTimeVec *prometheus.HistogramVec
-	reqTime    [96]atomic.Pointer[prometheus.Observer]
+	// reqTimeVec and reqPhaseVec are the request time and phase
+	// histograms; reqTime caches their observers per API key.
+	reqTimeVec  *prometheus.HistogramVec
+	reqPhaseVec *prometheus.HistogramVec
+	reqTime     [96]atomic.Pointer[kafkaObservers]
 
 	mu    sync.Mutex
 	parts map[localstore.PartitionID]*idemPart

@@ -48,9 +48,34 @@ func newKafkaRequestTime(node, region string) *prometheus.HistogramVec {
 	}, []string{"api"})
 }
 
-// observeKafkaRequest feeds the request time histogram; the API's
-// observer is looked up once per key and kept.
-func (n *Node) observeKafkaRequest(key int16, d time.Duration) {
+// kafkaPhaseBuckets bound the phase histogram: finer than the request
+// time's at the bottom, where the handler's work and the send are.
+var kafkaPhaseBuckets = append([]float64{0.0001, 0.00025}, kafkaRequestBuckets...)
+
+// kafkaPhases name the phases of kafka.RequestTimes, in its order.
+var kafkaPhases = [...]string{"receive", "local", "queue", "wait", "send"}
+
+func newKafkaRequestPhases(node, region string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tern_kafka_request_phase_seconds",
+		Help: "Where a Kafka request's time went, by API and phase: receive (first bytes of the request " +
+			"to its last), local (the handler: decoding, validating, a produce's write), queue (waiting " +
+			"behind the connection's earlier answers), wait (a produce's fsync, a fetch's long poll, a " +
+			"join's rebalance), send (encoding and writing the response).",
+		Buckets:     kafkaPhaseBuckets,
+		ConstLabels: prometheus.Labels{"node": node, "region": region},
+	}, []string{"api", "phase"})
+}
+
+// kafkaObservers are one API's request time and phase observers.
+type kafkaObservers struct {
+	total  prometheus.Observer
+	phases [len(kafkaPhases)]prometheus.Observer
+}
+
+// observeKafkaRequest feeds the request time and phase histograms; the
+// API's observers are looked up once per key and kept.
+func (n *Node) observeKafkaRequest(key int16, t kafka.RequestTimes) {
 	if key < 0 || int(key) >= len(n.kafka.reqTime) {
 		return
 	}
@@ -60,11 +85,16 @@ func (n *Node) observeKafkaRequest(key int16, d time.Duration) {
 		if name == "" {
 			return
 		}
-		h := n.kafka.reqTimeVec.WithLabelValues(name)
-		o = &h
+		o = &kafkaObservers{total: n.kafka.reqTimeVec.WithLabelValues(name)}
+		for i, ph := range kafkaPhases {
+			o.phases[i] = n.kafka.reqPhaseVec.WithLabelValues(name, ph)
+		}
 		n.kafka.reqTime[key].Store(o)
 	}
-	(*o).Observe(d.Seconds())
+	o.total.Observe(t.Total().Seconds())
+	for i, d := range [...]time.Duration{t.Receive, t.Local, t.Queue, t.Wait, t.Send} {
+		o.phases[i].Observe(d.Seconds())
+	}
 }
 
 // kafkaCollector adapts kafka.Metrics to Prometheus at scrape time.

@@ -10,8 +10,10 @@ import (
 func (n *Node) newRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
 	n.kafka.reqTimeVec = newKafkaRequestTime(n.cfg.Node.Name, n.cfg.Node.Region)
+	n.kafka.reqPhaseVec = newKafkaRequestPhases(n.cfg.Node.Name, n.cfg.Node.Region)
 	r.MustRegister(
 		n.kafka.reqTimeVec,
+		n.kafka.reqPhaseVec,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{n: n},

@@ -47,12 +47,36 @@ type Config struct {
 	// Now is the clock of the group coordinator. Default time.Now.
 	Now func() time.Time
 	// ObserveRequest, if set, is told each answered request's API key and
-	// the time from its frame being read to its response being handed to
-	// the connection (Kafka's request total time; a Fetch includes its
-	// long-poll wait, a Produce with acks=all its fsync). It runs on the
-	// connection's writer and must not block.
-	ObserveRequest func(key int16, d time.Duration)
+	// where its time went. It runs on the connection's writer and must
+	// not block.
+	ObserveRequest func(key int16, t RequestTimes)
 }
+
+// RequestTimes is where one answered request's time went, in the phases
+// Kafka's request metrics name (its RequestQueue, Local, Remote,
+// ResponseQueue and ResponseSend times), so a slow request shows whether
+// the client, the node's work, the disk or the connection held it.
+type RequestTimes struct {
+	// Receive runs from the frame's first bytes being read to its last:
+	// the client sending a large request, a reader that fell behind, or
+	// one held by the connection's in-flight budget.
+	Receive time.Duration
+	// Local is the handler's work in the reader: decoding, validating,
+	// and for a produce, assigning offsets and writing to the log.
+	Local time.Duration
+	// Queue is the reply waiting for the connection's earlier replies to
+	// be written (responses leave in request order).
+	Queue time.Duration
+	// Wait is the deferred part: a produce's fsync, a fetch's long poll,
+	// a join waiting for the rebalance.
+	Wait time.Duration
+	// Send is encoding the response and writing it to the socket.
+	Send time.Duration
+}
+
+// Total is the time from the frame being read to the response being
+// written (Kafka's request total time, less the receive).
+func (t RequestTimes) Total() time.Duration { return t.Local + t.Queue + t.Wait + t.Send }
 
 // DefaultConfig is the configuration a node runs with unless told
 // otherwise.

@@ -46,9 +46,9 @@ type reply struct {
 	// closeAfter closes the connection once the reply is handled (acks=0
 	// produce errors, as Kafka does).
 	closeAfter bool
-	// received is when the request's frame was read, for the request
-	// time observer.
-	received time.Time
+	// For the request time observer: when the frame's first bytes were
+	// read, when its last were, and when the handler returned.
+	started, received, handled time.Time
 }
 
 // conn is one client connection.
@@ -121,6 +121,7 @@ func (c *conn) readLoop() error {
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
 			return c.readErr(err)
 		}
+		started := time.Now()
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || int(size) > c.s.cfg.MaxRequestBytes {
 			return fmt.Errorf("%w: frame of %d bytes; frames are 8 to %d bytes (raise kafka MaxRequestBytes for larger requests)", errProtocol, size, c.s.cfg.MaxRequestBytes)
@@ -150,7 +151,7 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			return err
 		}
-		r.received = received
+		r.started, r.received, r.handled = started, received, time.Now()
 		if r.key == kmsg.Produce.Int16() && cap(buf) <= maxSpareFrame {
 			spare = buf
 		}
@@ -289,6 +290,8 @@ func (c *conn) writeLoop() {
 	broken := false
 	for r := range c.queue {
 		resp := r.resp
+		picked := time.Now()
+		waited := picked
 		if r.wait != nil {
 			// What is written goes out before a long wait. Flushed only
 			// once the queue was empty, a produce pipelined ahead of a
@@ -305,6 +308,7 @@ func (c *conn) writeLoop() {
 				}
 			}
 			resp = r.wait(c.ctx)
+			waited = time.Now()
 		}
 		c.release(r.size)
 		if broken || c.ctx.Err() != nil {
@@ -335,7 +339,13 @@ func (c *conn) writeLoop() {
 			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 			_, err := bw.Write(buf)
 			if obs := c.s.cfg.ObserveRequest; obs != nil {
-				obs(r.key, time.Since(r.received))
+				obs(r.key, RequestTimes{
+					Receive: r.received.Sub(r.started),
+					Local:   r.handled.Sub(r.received),
+					Queue:   picked.Sub(r.handled),
+					Wait:    waited.Sub(picked),
+					Send:    time.Since(waited),
+				})
 			}
 			if cap(buf) <= maxPooledResp {
 				*bp = buf
