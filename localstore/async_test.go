@@ -103,6 +103,9 @@ func TestAsyncAppendIsAcknowledgedBeforeItsFsync(t *testing.T) {
 	if _, hw, _ := s.Offsets(pid); hw != 2 {
 		t.Fatalf("high watermark %d while the async append's fdatasync is held, want 2", hw)
 	}
+	if got := s.Metrics().AsyncBacklog; got != int64(len(e)) {
+		t.Fatalf("async backlog %d bytes while the fdatasync is held, want the entry's %d", got, len(e))
+	}
 	if got := readAll(t, s, pid); len(got) != 1 {
 		t.Fatalf("%d entries readable while the fdatasync is held, want 1", len(got))
 	}
@@ -128,6 +131,9 @@ func TestAsyncAppendIsAcknowledgedBeforeItsFsync(t *testing.T) {
 		if err := s.Wait(ctx, []Watch{{PID: pid, Offset: hw}}); err != nil {
 			t.Fatalf("high watermark stuck at %d: %v", hw, err)
 		}
+	}
+	if got := s.Metrics().AsyncBacklog; got != 0 {
+		t.Fatalf("async backlog %d bytes once durable, want 0", got)
 	}
 	got := readAll(t, s, pid)
 	if len(got) != 3 || !bytes.Equal(got[0], first) {

@@ -165,11 +165,13 @@ func (s *Store) walStage(groups <-chan commitGroup) {
 				s.segs.committed(it.ptr)
 			}
 			if it.early {
+				// Out of the backlog before readers can see it, so
+				// the gauge never counts what they already read.
+				s.asyncBacklog.Add(-it.size)
 				if err == nil {
 					it.p.advance(it.end)
 				}
 				_ = it.b.Close()
-				s.asyncBacklog.Add(-it.size)
 			}
 			it.done <- err
 		}

@@ -17,6 +17,10 @@ type Metrics struct {
 	// or, inline, the WAL's): sync appends, and async ones held back by
 	// Config.AsyncBacklog.
 	SyncWaits int64
+	// AsyncBacklog is the bytes of async appends acknowledged and not
+	// yet durable: what a crash now would lose, bounded by
+	// Config.AsyncBacklog.
+	AsyncBacklog int64
 	// LogBytes is the size of every retained entry.
 	LogBytes int64
 	// DiskBytes is the store's size on disk: pebble's (sstables, WAL,
@@ -60,6 +64,7 @@ func (s *Store) Metrics() Metrics {
 		AppendedBytes:          s.stats.appendBytes.Load(),
 		AppendedRecords:        s.stats.records.Load(),
 		SyncWaits:              s.stats.syncWaits.Load(),
+		AsyncBacklog:           s.asyncBacklog.Load(),
 		WriteStalls:            s.writeStalls.Load(),
 		Failed:                 s.failed.Load() != nil,
 		Segments:               s.segs.count(),
