@@ -1,13 +1,12 @@
 package e2e
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ternmq/tern/internal/testcluster"
 )
 
 // TestKafkaRequestPhasesSayWhereTimeWent: tern_kafka_request_phase_seconds
@@ -50,7 +49,7 @@ func TestKafkaRequestPhasesSayWhereTimeWent(t *testing.T) {
 	// by then, but the scrape may still race the last observation.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		long, all := phaseCounts(t, node.HTTPURL(), 0.25)
+		long, all := phaseCounts(t, node, 0.25)
 		var bad []string
 		want := func(api, phase string, ok bool, what string) {
 			if !ok {
@@ -82,19 +81,9 @@ func TestKafkaRequestPhasesSayWhereTimeWent(t *testing.T) {
 
 // phaseCounts scrapes the phase histogram: per "API/phase", how many
 // observations were over the bucket bound above, and how many in all.
-func phaseCounts(t *testing.T, base string, above float64) (long, all map[string]uint64) {
+func phaseCounts(t *testing.T, n *testcluster.Node, above float64) (long, all map[string]uint64) {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fam := fams["tern_kafka_request_phase_seconds"]
+	fam := scrape(t, n)["tern_kafka_request_phase_seconds"]
 	if fam == nil {
 		t.Fatal("/metrics has no tern_kafka_request_phase_seconds")
 	}

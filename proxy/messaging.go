@@ -61,10 +61,12 @@ func (n *Node) startMessaging() {
 	cfg.MaxInflightBytes = int(n.cfg.Limits.MaxInflightBytes)
 	cfg.ServerVersion = "tern/" + n.opts.Version
 	cfg.Logger = n.log.With("component", "pulsar")
+	register := n.registerPulsarMetrics(&cfg)
 	srv, err := pulsar.NewServer(cfg, n)
 	if err != nil {
 		n.log.Error("the Pulsar listener is off: its configuration is invalid", "err", err)
 		return
 	}
+	register(srv)
 	n.addFrontend("pulsar", n.cfg.Listeners.Pulsar, srv)
 }

@@ -32,6 +32,7 @@ func (c *conn) handshake() error {
 		return errorf("server closing")
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
+	c.s.stats.command(c.cmd.GetType())
 	if c.cmd.GetType() != pb.BaseCommand_CONNECT {
 		return fmt.Errorf("pulsar: the first command is %s; a connection starts with CONNECT", c.cmd.GetType())
 	}

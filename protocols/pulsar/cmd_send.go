@@ -94,7 +94,7 @@ func (c *conn) handleSend(cmd *pb.CommandSend, payload Payload) error {
 		c.sendError(cmd, code, msg)
 		return nil
 	}
-	c.receipts <- receiptItem{pending: pending, producer: p, seq: cmd.GetSequenceId(), highest: highest, size: size}
+	c.receipts <- receiptItem{pending: pending, producer: p, seq: cmd.GetSequenceId(), highest: highest, size: size, read: c.lastRead.Load()}
 	return nil
 }
 

@@ -83,6 +83,7 @@ type receiptItem struct {
 	seq       uint64
 	highest   uint64
 	size      int64
+	read      int64 // when the SEND's frame was read, Unix ns
 	cmd       *pb.BaseCommand
 	onWritten func()
 }
@@ -131,7 +132,9 @@ func (c *conn) serve() {
 			return
 		}
 		c.lastRead.Store(time.Now().UnixNano())
+		c.s.stats.command(c.cmd.GetType())
 		if err := c.handle(&c.cmd, payload); err != nil {
+			c.s.stats.protocolErrors.Add(1)
 			c.log.Warn("closing the connection", "command", c.cmd.GetType().String(), "err", err)
 			return
 		}
@@ -148,6 +151,7 @@ func (c *conn) readFailed(err error) {
 		c.log.Info("closing an idle connection: the client stopped answering keep-alives")
 		return
 	}
+	c.s.stats.protocolErrors.Add(1)
 	c.log.Warn("closing the connection after a bad frame", "err", err)
 }
 
@@ -321,6 +325,9 @@ func (c *conn) encode(buf []byte, it outItem) []byte {
 		buf, err = AppendCommand(buf, it.cmd)
 	case it.msg != nil:
 		buf, err = c.appendMessage(buf, it.msg)
+		if err == nil && len(buf) > start {
+			c.s.stats.out.Add(int64(len(it.msg.d.Messages)))
+		}
 	}
 	if err != nil {
 		c.log.Error("cannot encode a frame; it is dropped", "err", err)
@@ -414,6 +421,13 @@ func (c *conn) receipter() {
 			ProducerId: proto.Uint64(it.producer.id), SequenceId: proto.Uint64(it.seq),
 			MessageId: id, HighestSequenceId: proto.Uint64(it.highest),
 		}))
+		if !res.Duplicate && res.BaseOffset >= 0 {
+			c.s.stats.entries.Add(1)
+			c.s.stats.messages.Add(res.LastOffset - res.BaseOffset + 1)
+		}
+		if obs := c.s.cfg.ObservePublish; obs != nil {
+			obs(time.Since(time.Unix(0, it.read)))
+		}
 	}
 }
 

@@ -27,6 +27,7 @@ type Server struct {
 	codec  *Codec
 	log    *slog.Logger
 	nextID uint64
+	stats  counters
 
 	mu struct {
 		sync.Mutex
@@ -70,6 +71,11 @@ type Config struct {
 	StoreCompressed bool
 	// Logger receives connection-level events. Default slog.Default().
 	Logger *slog.Logger
+	// ObservePublish, if set, is told each appended SEND's time from its
+	// frame being read to its receipt being queued for the writer: the
+	// broker's publish latency, with the fsync under sync durability. It
+	// runs on the connection's receipt goroutine and must not block.
+	ObservePublish func(d time.Duration)
 }
 
 // DefaultConfig returns the defaults.
@@ -168,6 +174,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		s.nextID++
+		s.stats.accepted.Add(1)
 		c := newConn(s, nc, s.nextID)
 		s.mu.conns[c] = struct{}{}
 		s.wg.Add(1)
