@@ -131,6 +131,8 @@ type Report struct {
 	Disk *perf.DiskResult `json:"disk,omitempty"`
 	// DiskSystem is the system whose e2e rate the probe ran at.
 	DiskSystem string `json:"disk_system,omitempty"`
+	// Views are the tern servers' own figures of each e2e run.
+	Views []ServerView `json:"server_views,omitempty"`
 }
 
 // skip says which pairs are not worth running: a JetStream that fsyncs
@@ -197,11 +199,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 						return rep, err
 					}
 				}
-				res, err := runOne(ctx, cfg, t, w, r+1)
+				res, view, err := runOne(ctx, cfg, t, w, r+1)
 				if err != nil {
 					return rep, fmt.Errorf("compare: %s %s round %d: %w", t.name, m, r+1, err)
 				}
 				rep.Runs = append(rep.Runs, res)
+				if view != nil {
+					rep.Views = append(rep.Views, ServerView{System: t.name, Mode: m, Round: r + 1, P99: view})
+				}
 			}
 		}
 	}
@@ -253,11 +258,12 @@ func settle(ctx context.Context, cfg Config) error {
 	return perf.Sleep(ctx, cfg.Settle)
 }
 
-// runOne starts a fresh server for t, runs w against it and stops it.
-func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int) (*perf.Result, error) {
+// runOne starts a fresh server for t, runs w against it and stops it. For
+// an e2e run of a server with /metrics it also returns the server's view.
+func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int) (*perf.Result, map[string]float64, error) {
 	dir, err := os.MkdirTemp(cfg.Dir, "tern-compare-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
 	args := t.peerArgs
@@ -284,26 +290,33 @@ func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int)
 			break
 		}
 		if err := emptyDir(dir); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d, err := t.driver(p.addrs, cfg.Linger)
 	if err != nil {
 		_ = p.stop()
-		return nil, err
+		return nil, nil, err
 	}
 	w.Label = t.name
 	w.Progress = cfg.Progress
 	w.Probe = perf.PIDProbe(p.pid())
 	res, err := perf.Run(ctx, w, d)
 	_ = d.Close()
+	var view map[string]float64
+	if err == nil && w.Mode == perf.ModeE2E && t.peerArgs[0] == peer.Tern && p.addrs.HTTP != "" {
+		var verr error
+		if view, verr = scrapeView(p.addrs.HTTP); verr != nil && cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "no server view of %s: %v\n", t.name, verr)
+		}
+	}
 	if serr := p.stop(); serr != nil && err == nil {
 		err = serr
 	}
-	return res, err
+	return res, view, err
 }
 
 // portTries is how many times runOne starts a server whose port was taken.

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/ternmq/tern/bench/peer"
 	"github.com/ternmq/tern/internal/perf"
 )
@@ -54,7 +57,21 @@ func TestCompareTiny(t *testing.T) {
 	if err := rep.WriteTables(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average"} {
+	// The tern servers' own figures of their e2e runs, and no one else's.
+	views := map[string]ServerView{}
+	for _, v := range rep.Views {
+		views[v.System] = v
+	}
+	if v := views["tern/kafka"]; v.P99["Produce wait"] <= 0 || v.P99["Fetch send"] <= 0 || v.P99["fdatasync"] <= 0 {
+		t.Errorf("tern/kafka's server view lacks its produce wait, fetch send or fdatasync: %+v", v)
+	}
+	if v := views["tern/websocket"]; v.P99["fdatasync"] <= 0 || v.P99["Produce wait"] != 0 {
+		t.Errorf("tern/websocket's server view: %+v; want its fdatasync and no Kafka phases", v)
+	}
+	if len(views) != 2 {
+		t.Errorf("server views of %d systems, want tern's two: %+v", len(views), rep.Views)
+	}
+	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
 		}
@@ -238,5 +255,35 @@ func TestReportGivesTheClientTimer(t *testing.T) {
 	want := "client timer late (p99/max ms per round): a 4.6/13.5, 9.3/44.7; b 0.5/1.0, 0.8/2.2"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("report lacks %q:\n%s", want, out.String())
+	}
+}
+
+// TestBucketQuantile: a view gives the bound of the bucket holding the
+// quantile, and -1 when the quantile is past the last finite bucket.
+func TestBucketQuantile(t *testing.T) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(`# TYPE tern_storage_segment_fsync_seconds histogram
+tern_storage_segment_fsync_seconds_bucket{le="0.001"} 50
+tern_storage_segment_fsync_seconds_bucket{le="0.002"} 99
+tern_storage_segment_fsync_seconds_bucket{le="0.005"} 100
+tern_storage_segment_fsync_seconds_bucket{le="+Inf"} 100
+tern_storage_segment_fsync_seconds_sum 0.1
+tern_storage_segment_fsync_seconds_count 100
+# TYPE tern_pulsar_publish_seconds histogram
+tern_pulsar_publish_seconds_bucket{le="0.001"} 1
+tern_pulsar_publish_seconds_bucket{le="+Inf"} 10
+tern_pulsar_publish_seconds_sum 100
+tern_pulsar_publish_seconds_count 10
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := viewOf(fams)
+	if len(v) != 2 || v["fdatasync"] != 2 || v["Pulsar publish"] != -1 {
+		t.Fatalf("view %v, want fdatasync 2 ms and Pulsar publish past the last bucket", v)
+	}
+	line := viewLines([]ServerView{{System: "tern/pulsar", Mode: perf.ModeE2E, Round: 1, P99: v}}, perf.ModeE2E)
+	if !strings.Contains(line, "tern/pulsar round 1: Pulsar publish over the last bucket, fdatasync <=2") {
+		t.Fatalf("view line: %q", line)
 	}
 }

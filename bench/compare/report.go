@@ -161,6 +161,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 					fmt.Fprintf(w, "  %s e2e rate: %d msgs/s%s\n", s, rs[0].Rate, windowOpened(rs))
 				}
 			}
+			fmt.Fprint(w, viewLines(rep.Views, m))
 		}
 	}
 	if rep.Disk != nil {
