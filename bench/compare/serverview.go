@@ -134,5 +134,5 @@ func bound(ms float64) string {
 	if ms < 0 {
 		return "over the last bucket"
 	}
-	return fmt.Sprintf("<=%g", ms)
+	return fmt.Sprintf("<=%.3g", ms)
 }
