@@ -204,3 +204,62 @@ func TestAsyncBacklogHoldsAppendsPastItsBound(t *testing.T) {
 		t.Fatalf("async backlog %d bytes once every append is durable, want 0", n)
 	}
 }
+
+// An fdatasync that three appends waited for counts once among the
+// fdatasyncs and three times among the append commits: the commit
+// histogram is what producers saw.
+func TestAppendCommitCountsEachAppendsWait(t *testing.T) {
+	g := newGateFS()
+	if err := g.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, pid := openTopic(t, Config{Dir: "/d", FS: g, SegmentSize: 1 << 20}, "commit")
+	t.Cleanup(func() { g.set(false) })
+	appendStamped(t, s, pid, makeEntry(t, "before", 1, 100, 1000), DurabilitySync)
+
+	const hold = 200 * time.Millisecond
+	g.set(true)
+	var pending []*PendingAppend
+	for i := range 3 {
+		pa, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: makeEntry(t, "held", 1, 100, int64(2000+i)), Durability: DurabilitySync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, pa)
+	}
+	if !g.held() {
+		t.Fatal("no segment fdatasync began for the held appends")
+	}
+	time.Sleep(hold)
+	g.set(false)
+	for _, pa := range pending {
+		if _, err := pa.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m := s.Metrics()
+	// slower counts the observations above the largest bucket bound under
+	// three quarters of the hold.
+	slower := func(h FsyncHistogram) uint64 {
+		bound, below := 0.0, uint64(0)
+		for b, n := range h.Buckets {
+			if b <= 0.75*hold.Seconds() && b > bound {
+				bound, below = b, n
+			}
+		}
+		return h.Count - below
+	}
+	if m.AppendCommit.Count != 4 {
+		t.Errorf("%d append commits counted, want the 4 appends", m.AppendCommit.Count)
+	}
+	if n := slower(m.AppendCommit); n < 3 || n > 4 {
+		t.Errorf("%d append commits took about %v or more, want the 3 held ones", n, hold)
+	}
+	if n := slower(m.SegmentFsync); n < 1 || n >= 3 {
+		t.Errorf("%d fdatasyncs took about %v or more, want the one held (a few at most)", n, hold)
+	}
+	if m.AppendCommit.Sum < m.SegmentFsync.Sum {
+		t.Errorf("append commits took %.3fs in all, less than the %.3fs of the fdatasyncs they waited for", m.AppendCommit.Sum, m.SegmentFsync.Sum)
+	}
+}

@@ -3,6 +3,7 @@ package localstore
 import (
 	"encoding/binary"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -29,6 +30,8 @@ type commitItem struct {
 	size  int64 // the entry's bytes, counted in Store.asyncBacklog
 	held  bool  // acknowledged once durable: it took the backlog past its bound
 	done  chan error
+	// queued is when enqueue took it (Store.commitTime).
+	queued time.Time
 }
 
 type committer struct {
@@ -45,6 +48,7 @@ func (c *committer) enqueue(it *commitItem) bool {
 	if c.closed {
 		return false
 	}
+	it.queued = time.Now()
 	c.queue = append(c.queue, it)
 	c.cond.Signal()
 	return true
@@ -160,9 +164,13 @@ func (s *Store) walStage(groups <-chan commitGroup) {
 				s.fail(err)
 			}
 		}
+		now := time.Now()
 		for _, it := range g.items {
 			if it.hasPtr {
 				s.segs.committed(it.ptr)
+				if err == nil {
+					s.commitTime.Observe(now.Sub(it.queued).Seconds())
+				}
 			}
 			if it.early {
 				// Out of the backlog before readers can see it, so

@@ -46,6 +46,11 @@ type Metrics struct {
 	Segments            int
 	SegmentBytesWritten int64
 	SegmentFsync        FsyncHistogram
+	// AppendCommit is each segment append's time from its write to its
+	// commit (durable, and visible to readers): a sync append's producer
+	// waits that long. It is the fdatasyncs' latency weighted by the
+	// appends each made wait, and the wait for the one in progress.
+	AppendCommit        FsyncHistogram
 	SegmentCacheDropped int64
 	// SegmentDirectReadBytes is how many bytes reads took straight from
 	// the disk since open, past the page cache: those of segments whose
@@ -55,6 +60,14 @@ type Metrics struct {
 	// kept for reuse take: space new segments are written into before
 	// any more is taken.
 	SegmentPoolBytes uint64
+}
+
+// newLatencyHistogram is the histogram of the store's latencies, in
+// seconds: 30 buckets from 50 us to 10 s.
+func newLatencyHistogram() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Buckets: prometheus.ExponentialBucketsRange(50e-6, 10, 30),
+	})
 }
 
 // Metrics returns current figures.
@@ -70,6 +83,7 @@ func (s *Store) Metrics() Metrics {
 		Segments:               s.segs.count(),
 		SegmentBytesWritten:    s.segs.written.Load(),
 		SegmentFsync:           fsyncHistogram(s.segs.fsync, 1),
+		AppendCommit:           fsyncHistogram(s.commitTime, 1),
 		SegmentCacheDropped:    s.segs.droppedBytes(),
 		SegmentDirectReadBytes: s.segs.directBytes.Load(),
 	}
@@ -106,9 +120,9 @@ func (s *Store) Metrics() Metrics {
 // (costlier) Metrics samples.
 func (s *Store) AppendedBytes() int64 { return s.stats.appendBytes.Load() }
 
-// FsyncHistogram is the distribution of pebble's WAL fsync latency since
-// open: cumulative counts per upper bound in seconds, as Prometheus
-// histograms are built.
+// FsyncHistogram is a latency distribution since open (an fsync's, an
+// append commit's): cumulative counts per upper bound in seconds, as
+// Prometheus histograms are built.
 type FsyncHistogram struct {
 	Count   uint64
 	Sum     float64

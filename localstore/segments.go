@@ -234,9 +234,7 @@ func openSegments(fs vfs.FS, dir string, size, cache int64) (*segments, error) {
 	}
 	sg := &segments{
 		fs: fs, dir: sd, size: size, cache: cache, next: 1, inflight: map[uint32]int{}, files: map[uint32]*segFile{},
-		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Buckets: prometheus.ExponentialBucketsRange(50e-6, 10, 30),
-		}),
+		fsync: newLatencyHistogram(),
 	}
 	sg.prepared = sync.NewCond(&sg.mu)
 	for _, name := range names {

@@ -61,6 +61,8 @@ var (
 		"Latency of pebble's WAL fsyncs: on an interval, for truncation and deletion, and for each sync append of entries kept in pebble.", labels, nil)
 	segmentFsyncDesc = prometheus.NewDesc("tern_storage_segment_fsync_seconds",
 		"Latency of the segment files' fdatasyncs; an append in sync durability waits for one.", labels, nil)
+	appendCommitDesc = prometheus.NewDesc("tern_storage_append_commit_seconds",
+		"Each append's time from its write to its commit (durable and visible to readers), which a sync append's producer waits for: the segment fdatasyncs weighted by the appends each held, with the wait for the one in progress.", labels, nil)
 )
 
 func init() {
@@ -75,6 +77,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- walFsyncDesc
 	ch <- segmentFsyncDesc
+	ch <- appendCommitDesc
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -119,5 +122,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if h := m.SegmentFsync; h.Buckets != nil {
 		ch <- prometheus.MustNewConstHistogram(segmentFsyncDesc, h.Count, h.Sum, h.Buckets, c.n.cfg.Node.Name, c.n.cfg.Node.Region)
+	}
+	if h := m.AppendCommit; h.Buckets != nil {
+		ch <- prometheus.MustNewConstHistogram(appendCommitDesc, h.Count, h.Sum, h.Buckets, c.n.cfg.Node.Name, c.n.cfg.Node.Region)
 	}
 }

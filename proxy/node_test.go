@@ -173,6 +173,9 @@ func TestHealthReadyMetrics(t *testing.T) {
 	if n := metricValue(t, body, `tern_storage_segment_fsync_seconds_count{node="node-1",region="local"}`); n < 1 {
 		t.Errorf("segment fsync histogram counts %v fsyncs after a synced produce", n)
 	}
+	if n := metricValue(t, body, `tern_storage_append_commit_seconds_count{node="node-1",region="local"}`); n < 1 {
+		t.Errorf("append commit histogram counts %v commits after a synced produce", n)
+	}
 	if n := metricValue(t, body, `tern_storage_wal_fsync_seconds_count{node="node-1",region="local"}`); n < 1 {
 		t.Errorf("WAL fsync histogram counts %v fsyncs after a topic's creation", n)
 	}

@@ -62,8 +62,8 @@ func TestCompareTiny(t *testing.T) {
 	for _, v := range rep.Views {
 		views[v.System] = v
 	}
-	if v := views["tern/kafka"]; v.P99["Produce wait"] <= 0 || v.P99["Fetch send"] <= 0 || v.P99["fdatasync"] <= 0 {
-		t.Errorf("tern/kafka's server view lacks its produce wait, fetch send or fdatasync: %+v", v)
+	if v := views["tern/kafka"]; v.P99["Produce wait"] <= 0 || v.P99["Fetch send"] <= 0 || v.P99["fdatasync"] <= 0 || v.P99["append commit"] <= 0 {
+		t.Errorf("tern/kafka's server view lacks its produce wait, fetch send, fdatasync or append commit: %+v", v)
 	}
 	if v := views["tern/websocket"]; v.P99["fdatasync"] <= 0 || v.P99["Produce wait"] != 0 {
 		t.Errorf("tern/websocket's server view: %+v; want its fdatasync and no Kafka phases", v)

@@ -44,6 +44,7 @@ var viewPhases = []struct {
 	{"Fetch send", "tern_kafka_request_phase_seconds", map[string]string{"api": "Fetch", "phase": "send"}},
 	{"Pulsar publish", "tern_pulsar_publish_seconds", nil},
 	{"fdatasync", "tern_storage_segment_fsync_seconds", nil},
+	{"append commit", "tern_storage_append_commit_seconds", nil},
 }
 
 // scrapeView reads a tern server's /metrics at base; nil when it has no
@@ -117,7 +118,7 @@ func viewLines(views []ServerView, m perf.Mode) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("  server p99 by phase, ms (bucket bounds from tern's /metrics, whole run with warm-up; receive/send: the client and machine, local: the server's work, queue: behind earlier answers, wait: fsync or long poll):\n")
+			b.WriteString("  server p99 by phase, ms (bucket bounds from tern's /metrics, whole run with warm-up; receive/send: the client and machine, local: the server's work, queue: behind earlier answers, wait: fsync or long poll, append commit: an append's write to its commit):\n")
 		}
 		var parts []string
 		for _, ph := range viewPhases {
