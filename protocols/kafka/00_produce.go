@@ -90,6 +90,14 @@ func handleProduce(c *conn, kr kmsg.Request, r *reply) error {
 	acks := req.Acks
 	stats := &c.s.stats
 	r.closeAfter = acks == 0 && failed
+	r.ready = func() bool {
+		for _, w := range waits {
+			if rp, ok := w.pp.(protocols.ReadyProduce); !ok || !rp.Ready() {
+				return false
+			}
+		}
+		return true
+	}
 	r.wait = func(context.Context) kmsg.Response {
 		for _, w := range waits {
 			res, err := w.pp.Wait()

@@ -70,7 +70,9 @@ type RequestTimes struct {
 	// Wait is the deferred part: a produce's fsync, a fetch's long poll,
 	// a join waiting for the rebalance.
 	Wait time.Duration
-	// Send is encoding the response and writing it to the socket.
+	// Send is encoding the response and writing it to the socket,
+	// including any time its bytes waited in the connection's write
+	// buffer behind later answers.
 	Send time.Duration
 }
 

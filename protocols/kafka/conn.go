@@ -40,6 +40,11 @@ type reply struct {
 	// poll marks a wait that may last long (a fetch's long poll, a
 	// group's join): the answers written before it go out first.
 	poll bool
+	// ready, if set, reports whether wait would return at once (a
+	// produce whose appends are durable). The answers written before a
+	// wait that is not ready go out first, so none is held for another
+	// request's fsync.
+	ready func() bool
 	// size is the request's frame size, counted against the in-flight
 	// budget until the reply is written.
 	size int
@@ -285,24 +290,45 @@ func fetchRespSize(fr *kmsg.FetchResponse) int {
 	return n
 }
 
+// sentTimes is a written answer's times, waiting for its bytes to leave
+// the write buffer to be observed with its send.
+type sentTimes struct {
+	key    int16
+	t      RequestTimes
+	waited time.Time
+}
+
 func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	broken := false
+	// An answer's send ends when its bytes reach the socket: at the
+	// flush after it, which may come after later answers were written.
+	var unsent []sentTimes
+	flush := func() error {
+		err := bw.Flush()
+		if obs := c.s.cfg.ObserveRequest; obs != nil {
+			now := time.Now()
+			for _, u := range unsent {
+				u.t.Send = now.Sub(u.waited)
+				obs(u.key, u.t)
+			}
+		}
+		unsent = unsent[:0]
+		return err
+	}
 	for r := range c.queue {
 		resp := r.resp
 		picked := time.Now()
 		waited := picked
 		if r.wait != nil {
-			// What is written goes out before a long wait. Flushed only
-			// once the queue was empty, a produce pipelined ahead of a
-			// long-polling fetch was answered when the poll ended. Before
-			// a produce's fsync it still waits, so a pipelining
-			// producer's answers go out together: flushing before every
-			// wait gave no better e2e figures at 257k msg/s (consumer p99
-			// 33-95 ms over five runs against 27-45, within this
-			// machine's noise).
-			if r.poll && bw.Buffered() > 0 && !broken {
-				if err := bw.Flush(); err != nil {
+			// What is written goes out before a wait that will block.
+			// Flushed only once the queue was empty, a produce pipelined
+			// ahead of a long-polling fetch was answered when the poll
+			// ended, and a producer's answer waited in the buffer for
+			// the fsync of its next request. Answers whose fsyncs are
+			// done still go out together.
+			if bw.Buffered() > 0 && !broken && (r.poll || (r.ready != nil && !r.ready())) {
+				if err := flush(); err != nil {
 					broken = true
 					c.cancel()
 				}
@@ -338,14 +364,13 @@ func (c *conn) writeLoop() {
 			}
 			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 			_, err := bw.Write(buf)
-			if obs := c.s.cfg.ObserveRequest; obs != nil {
-				obs(r.key, RequestTimes{
+			if c.s.cfg.ObserveRequest != nil {
+				unsent = append(unsent, sentTimes{key: r.key, waited: waited, t: RequestTimes{
 					Receive: r.received.Sub(r.started),
 					Local:   r.handled.Sub(r.received),
 					Queue:   picked.Sub(r.handled),
 					Wait:    waited.Sub(picked),
-					Send:    time.Since(waited),
-				})
+				}})
 			}
 			if cap(buf) <= maxPooledResp {
 				*bp = buf
@@ -360,18 +385,18 @@ func (c *conn) writeLoop() {
 		if r.closeAfter {
 			broken = true
 			c.cancel()
-			_ = bw.Flush()
+			_ = flush()
 			_ = c.nc.Close()
 			continue
 		}
 		if len(c.queue) == 0 {
-			if err := bw.Flush(); err != nil {
+			if err := flush(); err != nil {
 				broken = true
 				c.cancel()
 			}
 		}
 	}
 	if !broken {
-		_ = bw.Flush()
+		_ = flush()
 	}
 }
