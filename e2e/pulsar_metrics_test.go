@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ternmq/tern/internal/testcluster"
 )
@@ -19,8 +20,8 @@ import (
 // TestPulsarMetricsCountTheTraffic: /metrics counts what Pulsar clients
 // did, as a Pulsar broker's metrics do: SENDs and their messages in,
 // messages out to consumers, producers and consumers attached, commands
-// by type, each SEND's publish latency, and a connection closed for a bad
-// frame.
+// by type, each SEND's publish latency, and connections closed for a bad
+// frame: after CONNECT, or in its place (a Kafka client at the Pulsar port).
 func TestPulsarMetricsCountTheTraffic(t *testing.T) {
 	c := testcluster.Start(t)
 	n := c.Node(0)
@@ -58,6 +59,17 @@ func TestPulsarMetricsCountTheTraffic(t *testing.T) {
 	single.Close()
 	want["tern_pulsar_protocol_errors_total"] = 1
 	want["tern_pulsar_producers"] = 1
+	waitMetrics(t, n, want)
+
+	// A Kafka client's first request where CONNECT should be is counted
+	// too; a connection that closes before sending anything is not.
+	kr := dialPulsarRaw(t, n)
+	kr.write(frame(kmsg.NewPtrApiVersionsRequest(), 1, "kafka-client"))
+	if !kr.closed() {
+		t.Fatal("the broker kept open a connection that started with a Kafka request")
+	}
+	dialPulsarRaw(t, n).c.Close()
+	want["tern_pulsar_protocol_errors_total"] = 2
 	waitMetrics(t, n, want)
 	if got := scrapeValue(t, n, "tern_pulsar_connections_total"); got < 2 {
 		t.Errorf("tern_pulsar_connections_total %v, want the client's and the raw one", got)

@@ -114,9 +114,7 @@ func (c *conn) serve() {
 	go c.receipter()
 	defer c.teardown()
 	if err := c.handshake(); err != nil {
-		if !c.stopping.Load() {
-			c.log.Debug("handshake failed; closing the connection", "err", err)
-		}
+		c.handshakeFailed(err)
 		return
 	}
 	for {
@@ -138,6 +136,23 @@ func (c *conn) serve() {
 			c.log.Warn("closing the connection", "command", c.cmd.GetType().String(), "err", err)
 			return
 		}
+	}
+}
+
+// handshakeFailed counts and logs a connection that never completed its
+// CONNECT: a frame that is not Pulsar's, or another first command, is a
+// protocol error (often a client of another protocol, or TLS, pointed at
+// this port); a connection closed or silent before it is not (a TCP
+// health check, a port scan).
+func (c *conn) handshakeFailed(err error) {
+	var ne net.Error
+	switch {
+	case c.stopping.Load() || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+	case errors.As(err, &ne) && ne.Timeout():
+		c.log.Debug("closing a connection that sent no CONNECT in time", "timeout", c.s.cfg.HandshakeTimeout)
+	default:
+		c.s.stats.protocolErrors.Add(1)
+		c.log.Warn("closing a connection that did not start with a Pulsar CONNECT; is a client of another protocol, or TLS, pointed at the Pulsar port?", "err", err)
 	}
 }
 
