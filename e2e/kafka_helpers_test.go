@@ -224,15 +224,25 @@ func (r *rawConn) roundTrip(req kmsg.Request) kmsg.Response {
 func (r *rawConn) readFrame() []byte {
 	r.t.Helper()
 	_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var size [4]byte
-	if _, err := io.ReadFull(r.c, size[:]); err != nil {
-		r.t.Fatalf("reading response: %v", err)
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(r.c, body); err != nil {
+	body, err := r.nextFrame()
+	if err != nil {
 		r.t.Fatalf("reading response: %v", err)
 	}
 	return body
+}
+
+// nextFrame reads one response frame's body; it may run outside the test
+// goroutine.
+func (r *rawConn) nextFrame() ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r.c, size[:]); err != nil {
+		return nil, err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(r.c, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // closedByServer reports whether the server closed the connection within
