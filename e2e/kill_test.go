@@ -24,9 +24,8 @@ import (
 func TestKillNineKeepsAcknowledgedRecords(t *testing.T) {
 	bin := buildTern(t)
 	dir := t.TempDir()
-	httpAddr, kafkaAddr := freePort(t), freePort(t)
-	args := []string{"serve", "--data-dir", dir, "--http-addr", httpAddr, "--kafka-addr", kafkaAddr,
-		"--pulsar-addr", freePort(t), "--gossip-addr", freePort(t), "--mesh-addr", freePort(t)}
+	httpAddr, kafkaAddr, addrFlags := serveAddrs(t)
+	args := append([]string{"serve", "--data-dir", dir}, addrFlags...)
 	logf := filepath.Join(t.TempDir(), "serve.log")
 	start := func() *exec.Cmd {
 		f, err := os.OpenFile(logf, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)

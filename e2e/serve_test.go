@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ternmq/tern/internal/freeport"
 )
 
 // buildTern builds the tern binary once per test run.
@@ -47,24 +48,36 @@ func waitHealthy(t *testing.T, httpAddr string, stderr func() string) {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return freePorts(t, 1)[0]
+}
+
+// freePorts is n distinct loopback ports, free for TCP and UDP a moment ago.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	ports, err := freeport.Loopback(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return ports
+}
+
+// serveAddrs gives a `tern serve` process every listener on a loopback
+// port of its own (the gossip and mesh defaults, :7946 and :7947, may be
+// taken by another node on the machine): its HTTP and Kafka addresses,
+// and the flags that set all five.
+func serveAddrs(t *testing.T) (httpAddr, kafkaAddr string, flags []string) {
+	t.Helper()
+	p := freePorts(t, 5)
+	return p[0], p[1], []string{"--http-addr", p[0], "--kafka-addr", p[1],
+		"--pulsar-addr", p[2], "--gossip-addr", p[3], "--mesh-addr", p[4]}
 }
 
 // TestServeHealthAndGracefulStop runs `tern serve` as a process: /healthz
 // answers 200 within a few seconds and SIGTERM ends it with status 0.
 func TestServeHealthAndGracefulStop(t *testing.T) {
 	bin := buildTern(t)
-	httpAddr := freePort(t)
-	// Every listener on a port of its own: the gossip and mesh defaults
-	// (:7946, :7947) may be taken by another node on the machine.
-	cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--http-addr", httpAddr,
-		"--kafka-addr", freePort(t), "--pulsar-addr", freePort(t),
-		"--gossip-addr", freePort(t), "--mesh-addr", freePort(t))
+	httpAddr, _, addrFlags := serveAddrs(t)
+	cmd := exec.Command(bin, append([]string{"serve", "--data-dir", t.TempDir()}, addrFlags...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -152,10 +165,8 @@ func TestServeAsksForHugePages(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer logf.Close()
-		httpAddr := freePort(t)
-		cmd := exec.Command(bin, "serve", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
-			"--http-addr", httpAddr, "--kafka-addr", freePort(t), "--pulsar-addr", freePort(t),
-			"--gossip-addr", freePort(t), "--mesh-addr", freePort(t))
+		httpAddr, _, addrFlags := serveAddrs(t)
+		cmd := exec.Command(bin, append([]string{"serve", "--config", cfg, "--data-dir", filepath.Join(dir, "data")}, addrFlags...)...)
 		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 			return strings.HasPrefix(kv, "GLIBC_TUNABLES=") || strings.HasPrefix(kv, "TERN_HUGE_PAGES_EXEC=")
 		})

@@ -10,18 +10,16 @@ import (
 	"time"
 
 	"github.com/ternmq/tern/bench/peer"
+	"github.com/ternmq/tern/internal/freeport"
 )
 
 // startServe runs `bin serve` on free loopback ports with its data in
 // dir, waits until /readyz answers, and returns it as a peer: stop sends
 // SIGTERM, as an operator would.
 func startServe(ctx context.Context, bin, durability, dir string) (*peerProc, error) {
-	ports := make([]string, 5)
-	for i := range ports {
-		var err error
-		if ports[i], err = peer.FreePort(i == 4); err != nil {
-			return nil, err
-		}
+	ports, err := freeport.Loopback(5)
+	if err != nil {
+		return nil, err
 	}
 	conf := filepath.Join(dir, "tern.yaml")
 	if err := os.WriteFile(conf, fmt.Appendf(nil, "storage: {durability: %s}\n", durability), 0o644); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/ternmq/tern/configs"
+	"github.com/ternmq/tern/internal/freeport"
 	"github.com/ternmq/tern/proxy"
 )
 
@@ -114,12 +114,9 @@ func startTern(cfg Config) (*Running, error) {
 	if cfg.CacheSize > 0 {
 		c.Storage.CacheSize = configs.Bytes(cfg.CacheSize)
 	}
-	var err error
-	ports := make([]string, 5)
-	for i := range ports {
-		if ports[i], err = FreePort(i == 4); err != nil {
-			return nil, err
-		}
+	ports, err := freeport.Loopback(5)
+	if err != nil {
+		return nil, err
 	}
 	c.Listeners.Kafka, c.Listeners.Pulsar, c.Listeners.HTTP = ports[0], ports[1], ports[2]
 	c.Listeners.AdvertisedHost = "127.0.0.1"
@@ -181,23 +178,4 @@ func startJetStream(cfg Config) (*Running, error) {
 			return nil
 		},
 	}, nil
-}
-
-// FreePort returns a loopback host:port that was free a moment ago (TCP,
-// or UDP for QUIC).
-func FreePort(udp bool) (string, error) {
-	if udp {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		defer c.Close()
-		return c.LocalAddr().String(), nil
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/ternmq/tern/configs"
+	"github.com/ternmq/tern/internal/freeport"
 	"github.com/ternmq/tern/proxy"
 	"github.com/ternmq/tern/regions"
 )
@@ -73,26 +73,19 @@ func devNodeConfig(f devMeshFlags, i int, region string, seed string) (configs.N
 	cfg := configs.DefaultConfig()
 	cfg.Node = configs.Identity{Name: region + "-1", Region: region}
 	cfg.DataDir = filepath.Join(f.dataDir, region+"-1")
-	port := func(off int, network string) (string, error) {
-		if f.basePort > 0 {
-			return fmt.Sprintf("127.0.0.1:%d", f.basePort+10*i+off), nil
+	ports := make([]string, 5)
+	if f.basePort > 0 {
+		for off := range ports {
+			ports[off] = fmt.Sprintf("127.0.0.1:%d", f.basePort+10*i+off)
 		}
-		return freeAddr(network)
-	}
-	var err error
-	addrs := []struct {
-		dst     *string
-		off     int
-		network string
-	}{
-		{&cfg.Listeners.Kafka, 0, "tcp"}, {&cfg.Listeners.Pulsar, 1, "tcp"}, {&cfg.Listeners.HTTP, 2, "tcp"},
-		{&cfg.Mesh.GossipAddr, 3, "tcp"}, {&cfg.Mesh.MeshAddr, 4, "udp"},
-	}
-	for _, a := range addrs {
-		if *a.dst, err = port(a.off, a.network); err != nil {
+	} else {
+		var err error
+		if ports, err = freeport.Loopback(len(ports)); err != nil {
 			return cfg, err
 		}
 	}
+	cfg.Listeners.Kafka, cfg.Listeners.Pulsar, cfg.Listeners.HTTP = ports[0], ports[1], ports[2]
+	cfg.Mesh.GossipAddr, cfg.Mesh.MeshAddr = ports[3], ports[4]
 	cfg.Listeners.AdvertisedHost = "127.0.0.1"
 	cfg.Mesh.Timings = "lan"
 	cfg.Mesh.Secret = f.secret
@@ -188,22 +181,4 @@ func printDevMesh(out io.Writer, nodes []*proxy.Node) {
 	if len(nodes) > 0 {
 		fmt.Fprintf(out, "\ntry: tern status --url http://%s\n", nodes[0].LocalNode().HTTPAddr)
 	}
-}
-
-// freeAddr reserves a free loopback port.
-func freeAddr(network string) (string, error) {
-	if network == "udp" {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		defer pc.Close()
-		return pc.LocalAddr().String(), nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }

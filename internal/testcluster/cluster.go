@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ternmq/tern/configs"
+	"github.com/ternmq/tern/internal/freeport"
 	"github.com/ternmq/tern/proxy"
 	"github.com/ternmq/tern/regions"
 	"github.com/ternmq/tern/replicator"
@@ -89,12 +89,13 @@ func (c *Cluster) Add(s Spec) *Node {
 		cfg := configs.DefaultConfig()
 		cfg.Node = configs.Identity{Name: s.Name, Region: s.Region, Rack: s.Rack}
 		cfg.DataDir = dataDir
-		cfg.Listeners.Kafka = freeTCP(c.t)
-		cfg.Listeners.Pulsar = freeTCP(c.t)
-		cfg.Listeners.HTTP = freeTCP(c.t)
+		ports, err := freeport.Loopback(5)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		cfg.Listeners.Kafka, cfg.Listeners.Pulsar, cfg.Listeners.HTTP = ports[0], ports[1], ports[2]
 		cfg.Listeners.AdvertisedHost = "127.0.0.1"
-		cfg.Mesh.GossipAddr = freeTCP(c.t)
-		cfg.Mesh.MeshAddr = freeUDP(c.t)
+		cfg.Mesh.GossipAddr, cfg.Mesh.MeshAddr = ports[3], ports[4]
 		cfg.Log.Level = "warn"
 		replicationDefaults(&cfg)
 		// Every node joins the mesh through the cluster's first node.
@@ -105,7 +106,7 @@ func (c *Cluster) Add(s Spec) *Node {
 			s.Tweak(&cfg)
 		}
 		n = &Node{c: c, Name: s.Name, Region: s.Region, Config: cfg, plain: s.PlainMeshSocket}
-		err := n.tryStart()
+		err = n.tryStart()
 		if err == nil {
 			break
 		}
@@ -264,26 +265,4 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// freeTCP reserves a loopback TCP port by binding and releasing it.
-func freeTCP(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// freeUDP reserves a loopback UDP port by binding and releasing it.
-func freeUDP(t testing.TB) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	return pc.LocalAddr().String()
 }
