@@ -132,9 +132,11 @@ type Storage struct {
 	// page cache once durable; older pages are dropped from it, so writing
 	// reuses the pages it frees (new pages cost the kernel more, and on a
 	// virtual machine whose host reclaims free memory, a fault on the host
-	// too) and tern's page-cache footprint stays bounded. Consumers this
-	// far behind the newest message or further read from the disk. 0 keeps
-	// every page (the kernel decides). Default 256MiB.
+	// too) and tern's page-cache footprint stays bounded. A consumer
+	// further behind keeps what it has yet to read cached while it reads,
+	// up to four times this behind the newest; consumers further back read
+	// from the disk. 0 keeps every page (the kernel decides). Default
+	// 256MiB.
 	SegmentCache Bytes `yaml:"segment_cache"`
 	// HugePages has `tern serve` ask the C allocator, which holds pebble's
 	// memtables and block cache, for transparent huge pages (on Linux

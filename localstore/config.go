@@ -103,9 +103,10 @@ type Config struct {
 	// SegmentCache is how many of the newest bytes written to segments
 	// stay in the page cache once durable; the pages of older ones are
 	// dropped from it (POSIX_FADV_DONTNEED on Linux), so the write stream
-	// reuses the pages it frees instead of taking new ones, and a reader
-	// further behind reads from the disk. 0 keeps them all (the kernel
-	// decides).
+	// reuses the pages it frees instead of taking new ones. A reader
+	// further behind keeps the pages from its place on while it reads, up
+	// to four times SegmentCache behind the newest; one further back reads
+	// from the disk. 0 keeps them all (the kernel decides).
 	SegmentCache int64
 	// AsyncSyncInterval is how often the WAL is fsynced when async appends
 	// kept in pebble are pending, or appends made durable in segments

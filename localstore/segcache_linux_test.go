@@ -260,3 +260,65 @@ func TestOddEntriesDropWholeFolios(t *testing.T) {
 		}
 	}
 }
+
+// A reader a little behind keeps what it has yet to read in the page
+// cache, up to readerCacheFactor times SegmentCache behind the newest; a
+// reader gone for two read windows keeps nothing.
+func TestSegmentCacheKeepsWhatAReaderTrails(t *testing.T) {
+	dir := diskDir(t)
+	const cache = 1 << 20
+	s, pid := openTopic(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: cache}, "trail")
+	first := filepath.Join(dir, segmentsDir, segName(1))
+	start, _, err := s.Offsets(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// readFirst reads the log's first entry, in segment 1, as a consumer
+	// that has not got further does.
+	readFirst := func() {
+		t.Helper()
+		if es, err := s.Read(pid, start, 200<<10); err != nil || len(es) == 0 {
+			t.Fatalf("read at %d: %d entries, %v", start, len(es), err)
+		}
+	}
+	write := func(n, from int) {
+		t.Helper()
+		for i := range n {
+			appendStamped(t, s, pid, makeEntry(t, fmt.Sprintf("t%d", from+i), 1, 128<<10, 1000), DurabilitySync)
+			readFirst()
+		}
+	}
+	write(24, 0) // 3 MiB: segment 1 is 2 MiB past the cache, within what a reader keeps
+	time.Sleep(50 * time.Millisecond)
+	if in, all := resident(t, first); in < all/2 {
+		t.Errorf("segment 1, which a reader is reading 3 MiB behind the newest, has %d of its %d pages cached; want them kept", in, all)
+	}
+	write(24, 24) // 6 MiB: segment 1 is past readerCacheFactor times the cache
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		in, all := resident(t, first)
+		if in == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segment 1, 6 MiB behind the newest with a 1 MiB cache, still has %d of its %d pages cached", in, all)
+		}
+		readFirst()
+	}
+	// The reader stops. Once its reads are two windows old, the next sync
+	// drops everything more than the cache behind the newest.
+	second := filepath.Join(dir, segmentsDir, segName(3))
+	if in, _ := resident(t, second); in == 0 {
+		t.Fatal("segment 3, within 4 MiB of the newest with a reader behind it, has no page cached")
+	}
+	time.Sleep(2*readWindow + 100*time.Millisecond)
+	appendStamped(t, s, pid, makeEntry(t, "last", 1, 128<<10, 1000), DurabilitySync)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		in, all := resident(t, second)
+		if in == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segment 3, about 3 MiB behind the newest and no longer read, still has %d of its %d pages cached", in, all)
+		}
+	}
+}
