@@ -71,7 +71,7 @@ func TestCompareTiny(t *testing.T) {
 	if len(views) != 2 {
 		t.Errorf("server views of %d systems, want tern's two: %+v", len(views), rep.Views)
 	}
-	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
+	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "server disk reads in the window (MB per round): tern/kafka ", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
 		}
@@ -113,6 +113,8 @@ func TestCompareTernServe(t *testing.T) {
 		}
 		if r.Server == nil || r.Server.RSSPeak <= 0 {
 			t.Errorf("%s: no server RSS", r.Label)
+		} else if r.Server.DiskReadBytes == nil || *r.Server.DiskReadBytes < 0 {
+			t.Errorf("%s: no server disk reads (%v)", r.Label, r.Server.DiskReadBytes)
 		}
 	}
 	served := 0

@@ -155,6 +155,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			return err
 		}
 		fmt.Fprint(w, timerLine(rep, m))
+		fmt.Fprint(w, diskReadLine(rep, m))
 		if m == perf.ModeE2E {
 			for _, s := range rep.Systems {
 				if rs := runsOf(rep.Runs, s, m); len(rs) > 0 {
@@ -200,6 +201,28 @@ func timerLine(rep *Report, m perf.Mode) string {
 		return ""
 	}
 	return "  client timer late (p99/max ms per round): " + strings.Join(parts, "; ") + "\n"
+}
+
+// diskReadLine says, per system, how much each round's server read from
+// the disk in the window (MB): a consumer reading from the disk what it
+// could have read from memory; "" if no run says.
+func diskReadLine(rep *Report, m perf.Mode) string {
+	var parts []string
+	for _, s := range rep.Systems {
+		var rounds []string
+		for _, r := range runsOf(rep.Runs, s, m) {
+			if r.Server != nil && r.Server.DiskReadBytes != nil {
+				rounds = append(rounds, fmt.Sprintf("%.0f", float64(*r.Server.DiskReadBytes)/1e6))
+			}
+		}
+		if len(rounds) > 0 {
+			parts = append(parts, s+" "+strings.Join(rounds, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "  server disk reads in the window (MB per round): " + strings.Join(parts, "; ") + "\n"
 }
 
 // windowOpened says, for e2e runs with a warm-up, when each round's window

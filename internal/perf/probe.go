@@ -21,9 +21,14 @@ type Probe func(ctx context.Context) (ProcSample, error)
 type ProcSample struct {
 	RSS        int64   // bytes
 	CPUSeconds float64 // user + system since the process started
+	// DiskRead is the bytes the process has had the storage layer read
+	// for it since it started (/proc/pid/io read_bytes: reads the page
+	// cache did not serve); -1 where unknown.
+	DiskRead int64
 }
 
-// PIDProbe reads a local process's RSS and CPU time from /proc (Linux).
+// PIDProbe reads a local process's RSS, CPU time and disk reads from /proc
+// (Linux; disk reads need the right to read the process's io file).
 func PIDProbe(pid int) Probe {
 	return func(context.Context) (ProcSample, error) { return readProc(pid) }
 }
@@ -68,7 +73,25 @@ func readProc(pid int) (ProcSample, error) {
 		return s, fmt.Errorf("perf: /proc/%d/stat times %q %q", pid, f[11], f[12])
 	}
 	s.CPUSeconds = float64(ut+st) / clockTicks
+	s.DiskRead = procReadBytes(pid)
 	return s, nil
+}
+
+// procReadBytes is read_bytes of /proc/pid/io, or -1 where it cannot be
+// read (another user's process, a kernel without task I/O accounting).
+func procReadBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "read_bytes:"); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // MetricsProbe scrapes a Prometheus endpoint (a tern node's /metrics) for
@@ -113,7 +136,7 @@ func MetricsProbe(url string) Probe {
 		if !ok1 || !ok2 {
 			return s, fmt.Errorf("perf: %s has no process_resident_memory_bytes or process_cpu_seconds_total", url)
 		}
-		return ProcSample{RSS: int64(rss), CPUSeconds: cpu}, nil
+		return ProcSample{RSS: int64(rss), CPUSeconds: cpu, DiskRead: -1}, nil
 	}
 }
 

@@ -81,6 +81,11 @@ type ServerFigures struct {
 	// plus consumed), in microseconds.
 	CPUSeconds float64 `json:"cpu_s"`
 	CPUPerMsg  float64 `json:"cpu_us_per_msg"`
+	// DiskReadBytes is what the server had the storage read for it in the
+	// window (reads the page cache did not serve), where the probe can
+	// tell (a local process's /proc/pid/io): a consumer reading from the
+	// disk what it could have read from memory shows here.
+	DiskReadBytes *int64 `json:"disk_read_bytes,omitempty"`
 }
 
 // startTicker prints a progress line each interval until the returned
@@ -169,13 +174,17 @@ func (r *run) sampleServer(ctx context.Context, start bool) {
 	}
 	r.probe.rssPeak = max(r.probe.rssPeak, s.RSS)
 	if start {
-		r.probe.cpuStart, r.probe.have = s.CPUSeconds, true
+		r.probe.cpuStart, r.probe.diskStart, r.probe.have = s.CPUSeconds, s.DiskRead, true
 		return
 	}
 	if !r.probe.have {
 		return
 	}
 	sf := &ServerFigures{RSSPeak: r.probe.rssPeak, CPUSeconds: s.CPUSeconds - r.probe.cpuStart}
+	if r.probe.diskStart >= 0 && s.DiskRead >= 0 {
+		d := s.DiskRead - r.probe.diskStart
+		sf.DiskReadBytes = &d
+	}
 	r.res.Server = sf
 }
 
@@ -248,8 +257,12 @@ func (res *Result) WriteTable(w io.Writer) error {
 		return err
 	}
 	if s := res.Server; s != nil {
-		fmt.Fprintf(w, "server: RSS peak %.1f MiB, CPU %.2f s in the window (%.1f us/msg)\n",
+		fmt.Fprintf(w, "server: RSS peak %.1f MiB, CPU %.2f s in the window (%.1f us/msg)",
 			float64(s.RSSPeak)/(1<<20), s.CPUSeconds, s.CPUPerMsg)
+		if d := s.DiskReadBytes; d != nil {
+			fmt.Fprintf(w, ", read %.1f MB from the disk", float64(*d)/1e6)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "client: CPU %.1f us/msg, GOGC %d\n", res.ClientCPUPerMsg, res.ClientGOGC)
 	if l := res.ClientTimerLate; l != nil {

@@ -104,9 +104,10 @@ type run struct {
 	clientCPU              float64 // seconds of this process's CPU in the window
 	probe                  struct {
 		mu       sync.Mutex
-		rssPeak  int64
-		cpuStart float64
-		have     bool
+		rssPeak   int64
+		cpuStart  float64
+		diskStart int64
+		have      bool
 	}
 	payloads sync.Pool
 }
