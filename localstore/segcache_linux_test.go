@@ -146,12 +146,24 @@ func cachedPages(t *testing.T, dir string) int {
 // droppedAll waits until every page of segment 1 is out of the cache.
 func droppedAll(t *testing.T, dir string) {
 	t.Helper()
-	first := filepath.Join(dir, segmentsDir, segName(1))
+	waitDropped(t, filepath.Join(dir, segmentsDir, segName(1)), "segment 1", nil)
+}
+
+// waitDropped waits up to five seconds until no page of the file at path
+// is cached, calling meanwhile (if set) between looks; what names the
+// file in the failure.
+func waitDropped(t *testing.T, path, what string, meanwhile func()) {
+	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if in, _ := resident(t, first); in == 0 {
+		in, all := resident(t, path)
+		if in == 0 {
 			return
-		} else if time.Now().After(deadline) {
-			t.Fatalf("segment 1 still has %d pages cached", in)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still has %d of its %d pages cached", what, in, all)
+		}
+		if meanwhile != nil {
+			meanwhile()
 		}
 	}
 }
@@ -294,16 +306,7 @@ func TestSegmentCacheKeepsWhatAReaderTrails(t *testing.T) {
 		t.Errorf("segment 1, which a reader is reading 3 MiB behind the newest, has %d of its %d pages cached; want them kept", in, all)
 	}
 	write(24, 24) // 6 MiB: segment 1 is past readerCacheFactor times the cache
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		in, all := resident(t, first)
-		if in == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("segment 1, 6 MiB behind the newest with a 1 MiB cache, still has %d of its %d pages cached", in, all)
-		}
-		readFirst()
-	}
+	waitDropped(t, first, "segment 1, 6 MiB behind the newest with a 1 MiB cache and a reader in it,", readFirst)
 	// The reader stops. Once its reads are two windows old, the next sync
 	// drops everything more than the cache behind the newest.
 	second := filepath.Join(dir, segmentsDir, segName(3))
@@ -312,13 +315,5 @@ func TestSegmentCacheKeepsWhatAReaderTrails(t *testing.T) {
 	}
 	time.Sleep(2*readWindow + 100*time.Millisecond)
 	appendStamped(t, s, pid, makeEntry(t, "last", 1, 128<<10, 1000), DurabilitySync)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		in, all := resident(t, second)
-		if in == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("segment 3, about 3 MiB behind the newest and no longer read, still has %d of its %d pages cached", in, all)
-		}
-	}
+	waitDropped(t, second, "segment 3, about 3 MiB behind the newest and no longer read,", nil)
 }
