@@ -103,7 +103,7 @@ type run struct {
 	windowStart, windowEnd time.Time
 	clientCPU              float64 // seconds of this process's CPU in the window
 	probe                  struct {
-		mu       sync.Mutex
+		mu        sync.Mutex
 		rssPeak   int64
 		cpuStart  float64
 		diskStart int64
