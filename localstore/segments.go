@@ -706,12 +706,12 @@ func (sg *segments) dropLimit(now time.Time) int64 {
 
 // dropOld drops the pages of the durable bytes more than cache behind the
 // newest, or behind a reader (dropLimit). A page a range covers in part is
-// kept, and dropped with the next range, which starts at its page. The kernel caches a file in folios of
-// up to 2 MiB and drops only the folios a range covers whole, so a range
-// starts at the 2 MiB boundary at or before the last one's end: started
-// at its page, a folio across the boundary was never dropped, and in a
-// test writing 100 KiB entries a third of the pages behind the bound
-// stayed cached.
+// kept, and dropped with the next range, which starts at its page. The
+// kernel caches a file in folios of up to 2 MiB and drops only the folios
+// a range covers whole, so a range starts at the 2 MiB boundary at or
+// before the last one's end: started at its page, a folio across the
+// boundary was never dropped, and in a test writing 100 KiB entries a
+// third of the pages behind the bound stayed cached.
 func (sg *segments) dropOld() {
 	now := time.Now()
 	sg.mu.Lock()
