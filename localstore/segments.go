@@ -195,10 +195,11 @@ type segments struct {
 	fsync       prometheus.Histogram // each sync's latency, in seconds
 }
 
-// segSpan is where a segment's bytes are in the write stream.
+// segSpan is where a segment's bytes are in the write stream: from its
+// file's base to end.
 type segSpan struct {
-	f         *segFile
-	base, end int64 // the stream positions of its offset 0 and its end
+	f   *segFile
+	end int64 // the stream position of its end
 }
 
 func segName(n uint32) string { return fmt.Sprintf("%010d.seg", n) }
@@ -510,8 +511,8 @@ func (sg *segments) roomLocked(need int64, past bool) error {
 		sg.active, sg.pos = f, 0
 		sg.prepareLocked()
 		if sg.cache > 0 {
-			sg.spans = append(sg.spans, segSpan{f: f, base: sg.written.Load()})
 			f.base.Store(sg.written.Load() + 1)
+			sg.spans = append(sg.spans, segSpan{f: f})
 		}
 	}
 	return nil
@@ -729,13 +730,14 @@ func (sg *segments) dropOld() {
 	var work []dropRange
 	for len(sg.spans) > 0 && sg.dropped < limit {
 		sp := sg.spans[0]
-		lo, hi := max(sg.dropped, sp.base), min(limit, sp.end)
+		base := sp.f.base.Load() - 1
+		lo, hi := max(sg.dropped, base), min(limit, sp.end)
 		// done: sealed, and all of it behind the limit; its last pages
 		// are dropped to the end of the file.
 		done := sp.f != sg.active && sp.end <= limit
 		if hi > lo || done {
-			off := (min(lo, sp.end) - sp.base) &^ (dropAlign - 1)
-			r := dropRange{f: sp.f, off: off, n: hi - sp.base - off}
+			off := (min(lo, sp.end) - base) &^ (dropAlign - 1)
+			r := dropRange{f: sp.f, off: off, n: hi - base - off}
 			if done {
 				r.n = 0
 			}
