@@ -22,14 +22,18 @@ type DiskPattern string
 
 const (
 	// DiskLog appends to a file that was written in full before, as a log
-	// that reuses its old files does (pebble recycles its WAL files so).
-	// The disk then only has the data to write at each fdatasync.
+	// that reuses its old files does (pebble recycles its WAL files so,
+	// and tern its removed segments). The disk then only has the data to
+	// write at each fdatasync. The file's pages are dropped from the page
+	// cache before the appends start, as tern drops a reused segment's:
+	// with them cached, the appends write into pages the kernel already
+	// has, which a log reusing files written minutes before does not get.
 	DiskLog DiskPattern = "log"
 	// DiskAllocated appends to new files of DiskConfig.SegmentFile bytes,
 	// each allocated whole (fallocate) and made durable one ahead of the
 	// writer, as tern's segments are: there is no size to commit, but each
 	// fdatasync marks the blocks it covers written (a journal commit on
-	// ext4).
+	// ext4), and every append takes new pages for the page cache.
 	DiskAllocated DiskPattern = "allocated"
 	// DiskGrowing appends to a new file, which grows with every append:
 	// each fdatasync also commits the file's new size and blocks.
@@ -72,6 +76,16 @@ type DiskConfig struct {
 	// SegmentFile is the size of DiskAllocated's files (tern's
 	// storage.segment_size).
 	SegmentFile int64
+	// Cache is how many of the newest bytes the log's writer wrote stay
+	// in the page cache; older pages are dropped after each fdatasync,
+	// DropChunk bytes or more at a time, as tern's storage.segment_cache
+	// does (tern's default is 256 MiB). 0 keeps every page, which the
+	// kernel then keeps until memory runs short: a fresh page for every
+	// append, where a writer that drops pages behind it gets back pages
+	// it freed. On a virtual machine whose free memory goes back to the
+	// host (free page reporting), a fresh page can cost twenty times a
+	// reused one to touch.
+	Cache int64
 	// Settle is a pause between patterns, after one pattern's files are
 	// removed and before the next starts: on a disk that discards freed
 	// blocks, writes into new blocks just after a removal of gigabytes are
@@ -90,7 +104,7 @@ func DefaultDiskConfig() DiskConfig {
 		Dir: ".", Rate: 130 << 20, Record: 64 << 10,
 		Warmup: 2 * time.Second, Duration: 10 * time.Second,
 		Patterns: DiskPatterns, FlushFile: 64 << 20, FlushChunk: 512 << 10,
-		SegmentFile: 64 << 20, Settle: 15 * time.Second,
+		SegmentFile: 64 << 20, Cache: 256 << 20, Settle: 15 * time.Second,
 	}
 }
 
@@ -124,6 +138,9 @@ func (c DiskConfig) Validate() error {
 	}
 	if c.Settle < 0 || c.Settle > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("disk probe: settle %v: want 0 to 10m", c.Settle))
+	}
+	if c.Cache < 0 {
+		errs = append(errs, fmt.Errorf("disk probe: cache %d B is negative: give 0 to keep every page, or the bytes to keep", c.Cache))
 	}
 	if c.SegmentFile < max(1<<20, int64(c.Record)) {
 		errs = append(errs, fmt.Errorf("disk probe: segment file %d B: want at least 1 MiB and one record", c.SegmentFile))
@@ -163,11 +180,14 @@ func ParseDiskPatterns(s string) ([]DiskPattern, error) {
 
 // DiskResult is what the disk probe measured.
 type DiskResult struct {
-	Dir      string              `json:"dir"`
-	Rate     float64             `json:"rate_mb_s"`
-	Record   int                 `json:"record_bytes"`
-	Warmup   float64             `json:"warmup_s"`
-	Duration float64             `json:"duration_s"`
+	Dir      string  `json:"dir"`
+	Rate     float64 `json:"rate_mb_s"`
+	Record   int     `json:"record_bytes"`
+	Warmup   float64 `json:"warmup_s"`
+	Duration float64 `json:"duration_s"`
+	// Cache is Config.Cache in bytes: the writer's newest bytes kept in
+	// the page cache (0: every page).
+	Cache    int64               `json:"cache_bytes"`
 	Patterns []DiskPatternResult `json:"patterns"`
 }
 
@@ -204,7 +224,7 @@ func RunDisk(ctx context.Context, cfg DiskConfig) (*DiskResult, error) {
 	defer os.RemoveAll(dir)
 	res := &DiskResult{
 		Dir: cfg.Dir, Rate: float64(cfg.Rate) / 1e6, Record: cfg.Record,
-		Warmup: cfg.Warmup.Seconds(), Duration: cfg.Duration.Seconds(),
+		Warmup: cfg.Warmup.Seconds(), Duration: cfg.Duration.Seconds(), Cache: cfg.Cache,
 	}
 	// One buffer of random bytes (so no layer below can compress or skip
 	// them) is written over and over.
@@ -253,6 +273,10 @@ type diskRun struct {
 	flush chan struct{} // a flush file's worth was appended
 	// segs, in DiskAllocated, are the segment files the log moves through.
 	segs *segFiles
+	// kept are the writer's synced bytes whose pages are still cached,
+	// oldest first, keptBytes their total (Config.Cache).
+	kept      []pageSpan
+	keptBytes int64
 }
 
 func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir string, buf []byte) (*DiskPatternResult, error) {
@@ -292,6 +316,7 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 		if err := r.prepare(ctx, total); err != nil {
 			return nil, err
 		}
+		dropPages(r.log, 0, 0)
 	}
 	start := time.Now()
 	r.measureAt = start.Add(cfg.Warmup)
@@ -439,6 +464,7 @@ func (r *diskRun) writer() {
 			return
 		}
 		e := time.Now()
+		r.keep(r.log, at-n, n)
 		r.mu.Lock()
 		r.mu.iSyncs++
 		r.mu.iBytes += n
@@ -460,6 +486,44 @@ func (r *diskRun) writer() {
 			_ = r.mu.fsync.RecordValue(min(max(int64(e.Sub(s)/time.Microsecond), histMin), histMax))
 		}
 		r.mu.Unlock()
+	}
+}
+
+// pageSpan is n bytes of f from off.
+type pageSpan struct {
+	f      *os.File
+	off, n int64
+}
+
+// DropChunk is the least the probe drops from the page cache at once, as
+// tern does (localstore's dropChunk).
+const DropChunk = 8 << 20
+
+// keep notes that f's [off, off+n) was made durable, and drops from the
+// page cache what the writer wrote more than Config.Cache bytes before.
+func (r *diskRun) keep(f *os.File, off, n int64) {
+	if r.cfg.Cache == 0 {
+		return
+	}
+	if k := len(r.kept); k > 0 && r.kept[k-1].f == f && r.kept[k-1].off+r.kept[k-1].n == off {
+		r.kept[k-1].n += n
+	} else {
+		r.kept = append(r.kept, pageSpan{f, off, n})
+	}
+	r.keptBytes += n
+	if r.keptBytes-r.cfg.Cache < DropChunk {
+		return
+	}
+	for over := r.keptBytes - r.cfg.Cache; over > 0; {
+		sp := &r.kept[0]
+		d := min(sp.n, over)
+		dropPages(sp.f, sp.off, d)
+		sp.off, sp.n = sp.off+d, sp.n-d
+		r.keptBytes -= d
+		over -= d
+		if sp.n == 0 {
+			r.kept = r.kept[1:]
+		}
 	}
 }
 
@@ -612,8 +676,12 @@ func (res *DiskResult) WriteJSON(w io.Writer) error {
 
 // WriteTable writes the result as a table a person reads.
 func (res *DiskResult) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "disk probe in %s: %.1f MB/s in appends of %d B, one writer in group commits (write, fdatasync), warm-up %gs, measured %gs\n",
-		res.Dir, res.Rate, res.Record, res.Warmup, res.Duration)
+	cache := "every page kept in the page cache"
+	if res.Cache > 0 {
+		cache = fmt.Sprintf("pages more than %d MiB behind the writer dropped", res.Cache>>20)
+	}
+	fmt.Fprintf(w, "disk probe in %s: %.1f MB/s in appends of %d B, one writer in group commits (write, fdatasync), %s, warm-up %gs, measured %gs\n",
+		res.Dir, res.Rate, res.Record, cache, res.Warmup, res.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "pattern\tMB/s\tsyncs/s\tcommit p50 ms\tp99 ms\tp99.9 ms\tmax ms\tfdatasync p50 ms\tp99 ms\tmax ms\tflush MB/s\t")
 	for _, p := range res.Patterns {
@@ -628,7 +696,7 @@ func (res *DiskResult) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "commit: from an append's due time to the end of the fdatasync that covers it. log: a file written in full before;\n"+
+	_, err := fmt.Fprintln(w, "commit: from an append's due time to the end of the fdatasync that covers it. log: a file written in full before, its pages dropped;\n"+
 		"allocated: new segment-sized files, each allocated whole one ahead, as tern's segments are; growing: a new file;\n"+
 		"log+flush: log, plus every byte written again into new files as an LSM's flush does.")
 	return err

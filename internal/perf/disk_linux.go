@@ -26,3 +26,7 @@ func freeBytes(dir string) (int64, bool) {
 
 // allocateFile allocates n bytes for f and sets its size (fallocate).
 func allocateFile(f *os.File, n int64) error { return unix.Fallocate(int(f.Fd()), 0, 0, n) }
+
+// dropPages drops f's pages in [off, off+n) from the page cache (n 0: to
+// the end); the probe calls it on synced bytes only, which are clean.
+func dropPages(f *os.File, off, n int64) { _ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED) }

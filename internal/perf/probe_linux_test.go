@@ -2,9 +2,11 @@ package perf
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,5 +60,72 @@ func TestPIDProbeCountsDiskReads(t *testing.T) {
 	}
 	if got := after.DiskRead - before.DiskRead; got < size {
 		t.Errorf("disk reads grew by %d bytes while reading a %d-byte file out of the page cache", got, size)
+	}
+}
+
+// TestDiskProbeDropsPagesBehindTheWriter writes 20 MiB through the probe's
+// writer bookkeeping with a 4 MiB cache: the pages of all but the newest
+// bytes are dropped, DropChunk at a time, and with no cache none are.
+func TestDiskProbeDropsPagesBehindTheWriter(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skip("the test directory is on tmpfs, whose pages are its data and are never dropped")
+	}
+	const step, total = 1 << 20, 20 << 20
+	for _, tc := range []struct {
+		cache    int64
+		firstIn  int64 // the first byte whose page should stay cached
+		describe string
+	}{
+		// Drops happen once 8 MiB are over the cache: at 12 MiB and at
+		// 20 MiB, leaving the newest 4.
+		{4 << 20, 16 << 20, "4 MiB cache"},
+		{0, 0, "no cache"},
+	} {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("log-%d", tc.cache)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &diskRun{cfg: DiskConfig{Cache: tc.cache}}
+		buf := make([]byte, step)
+		for off := int64(0); off < total; off += step {
+			if _, err := f.WriteAt(buf, off); err != nil {
+				t.Fatal(err)
+			}
+			if err := fdatasync(f); err != nil {
+				t.Fatal(err)
+			}
+			r.keep(f, off, step)
+		}
+		m, err := unix.Mmap(int(f.Fd()), 0, total, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vec := make([]byte, total/os.Getpagesize())
+		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+			t.Fatal(e)
+		}
+		_ = unix.Munmap(m)
+		_ = f.Close()
+		first := tc.firstIn / int64(os.Getpagesize())
+		var wrongOut, wrongIn int
+		for i, v := range vec {
+			switch in := v&1 != 0; {
+			case int64(i) < first && in:
+				wrongIn++
+			case int64(i) >= first && !in:
+				wrongOut++
+			}
+		}
+		if wrongIn > 0 || wrongOut > 0 {
+			t.Errorf("%s: %d pages before byte %d still cached, %d from it dropped", tc.describe, wrongIn, tc.firstIn, wrongOut)
+		}
+		if want := total - tc.firstIn; tc.cache > 0 && r.keptBytes != want {
+			t.Errorf("%s: %d bytes kept, want %d", tc.describe, r.keptBytes, want)
+		}
 	}
 }

@@ -17,6 +17,7 @@ func DiskCommand() *cobra.Command {
 	var (
 		rateMiB  int64
 		segMiB   int64
+		cacheMiB int64
 		patterns string
 		asJSON   bool
 	)
@@ -29,12 +30,16 @@ Appends of --record bytes arrive at --rate; one writer writes what has
 arrived, fdatasyncs, and starts again, as the log does under sync
 durability. Four write patterns run in turn:
 
-  log        appends into a file written in full before (a reused file)
+  log        appends into a file written in full before (a reused file),
+             its pages dropped from the page cache first
   allocated  appends into new files of --segment-size, each allocated
              whole (fallocate) one ahead, as tern's segments are
   growing    appends into a new file
   log+flush  log, plus every byte written again into new 64 MiB files,
              as an LSM's memtable flush does beside its WAL
+
+Pages more than --cache MiB behind the writer are dropped from the page
+cache after each fdatasync, as tern's storage.segment_cache does.
 
 Commit latency is from an append's due time to the end of its fdatasync:
 the floor under a produce request's latency on this disk. The probe
@@ -49,6 +54,7 @@ its files afterwards.`,
 			cfg.Patterns = ps
 			cfg.Rate = rateMiB << 20
 			cfg.SegmentFile = segMiB << 20
+			cfg.Cache = cacheMiB << 20
 			if err := cfg.Validate(); err != nil {
 				return UsageError{err}
 			}
@@ -78,6 +84,7 @@ its files afterwards.`,
 	fl.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured time at the start of each pattern")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time of each pattern")
 	fl.Int64Var(&segMiB, "segment-size", cfg.SegmentFile>>20, "MiB per file in the allocated pattern (tern's storage.segment_size)")
+	fl.Int64Var(&cacheMiB, "cache", cfg.Cache>>20, "MiB of the newest appends kept in the page cache; older pages are dropped (tern's storage.segment_cache; 0 keeps every page)")
 	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between patterns, so the disk finishes with the files the one before removed")
 	fl.StringVar(&patterns, "patterns", "log,allocated,growing,log+flush", "patterns to run, comma separated")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON (progress lines go to stderr)")
