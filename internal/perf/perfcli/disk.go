@@ -85,7 +85,7 @@ its files afterwards.`,
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time of each pattern")
 	fl.Int64Var(&segMiB, "segment-size", cfg.SegmentFile>>20, "MiB per file in the allocated pattern (tern's storage.segment_size)")
 	fl.Int64Var(&cacheMiB, "cache", cfg.Cache>>20, "MiB of the newest appends kept in the page cache; older pages are dropped (tern's storage.segment_cache; 0 keeps every page)")
-	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between patterns, so the disk finishes with the files the one before removed")
+	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between patterns, and between preparing the log file and writing into it, so the machine finishes with what was removed or dropped before")
 	fl.StringVar(&patterns, "patterns", "log,allocated,growing,log+flush", "patterns to run, comma separated")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON (progress lines go to stderr)")
 	return c
