@@ -11,18 +11,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestPIDProbeCountsDiskReads probes this process while it reads a file
-// whose pages were dropped from the page cache: the probe's disk reads
-// grow by at least the file's size, and its RSS and CPU time are there.
-func TestPIDProbeCountsDiskReads(t *testing.T) {
+// notTmpfs is a test directory, the test skipped (saying why) when it is
+// on tmpfs.
+func notTmpfs(t *testing.T, why string) string {
+	t.Helper()
 	dir := t.TempDir()
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Type == unix.TMPFS_MAGIC {
-		t.Skip("the test directory is on tmpfs, whose reads never reach a disk")
+		t.Skip("the test directory is on tmpfs, " + why)
 	}
+	return dir
+}
+
+// TestPIDProbeCountsDiskReads probes this process while it reads a file
+// whose pages were dropped from the page cache: the probe's disk reads
+// grow by at least the file's size, and its RSS and CPU time are there.
+func TestPIDProbeCountsDiskReads(t *testing.T) {
+	dir := notTmpfs(t, "whose reads never reach a disk")
 	probe := PIDProbe(os.Getpid())
 	before, err := probe(context.Background())
 	if err != nil {
@@ -67,14 +75,7 @@ func TestPIDProbeCountsDiskReads(t *testing.T) {
 // writer bookkeeping with a 4 MiB cache: the pages of all but the newest
 // bytes are dropped, DropChunk at a time, and with no cache none are.
 func TestDiskProbeDropsPagesBehindTheWriter(t *testing.T) {
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC {
-		t.Skip("the test directory is on tmpfs, whose pages are its data and are never dropped")
-	}
+	dir := notTmpfs(t, "whose pages are its data and are never dropped")
 	const step, total = 1 << 20, 20 << 20
 	for _, tc := range []struct {
 		cache    int64
