@@ -56,6 +56,9 @@ type Metrics struct {
 	// the disk since open, past the page cache: those of segments whose
 	// pages were dropped, or written before open.
 	SegmentDirectReadBytes int64
+	// ReadAheadHits is how many ReadOn calls a read started ahead of
+	// them served.
+	ReadAheadHits int64
 	// SegmentPoolBytes is the part of DiskBytes that removed segments
 	// kept for reuse take: space new segments are written into before
 	// any more is taken.
@@ -86,6 +89,7 @@ func (s *Store) Metrics() Metrics {
 		AppendCommit:           fsyncHistogram(s.commitTime, 1),
 		SegmentCacheDropped:    s.segs.droppedBytes(),
 		SegmentDirectReadBytes: s.segs.directBytes.Load(),
+		ReadAheadHits:          s.ra.hits.Load(),
 	}
 	s.mu.RLock()
 	m.Topics = len(s.mu.topics)

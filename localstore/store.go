@@ -26,6 +26,7 @@ type Store struct {
 	segWrites bool
 	cmt       committer
 	cwg       sync.WaitGroup
+	ra        readAhead     // reads started ahead of readers behind (ReadOn)
 	gcMu      sync.Mutex    // one segment collection at a time
 	gcKick    chan struct{} // asks collectLoop to run
 	log       *slog.Logger
@@ -170,6 +171,7 @@ func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.ra.close()
 	close(s.stop)
 	s.wg.Wait()
 	s.cmt.close()

@@ -120,7 +120,9 @@ func (n *Node) Fetch(ctx context.Context, p protocols.Partition, offset int64, m
 		return protocols.FetchResult{}, err
 	}
 	bp := readBufs.Get().(*[]byte)
-	es, buf, err := n.store.ReadInto(pid, offset, maxBytes, *bp)
+	// The pooled buffer is the store's from here (ReadOn); the one the
+	// entries are in goes back to the pool once they are sent.
+	es, buf, err := n.store.ReadOn(pid, offset, maxBytes, *bp)
 	*bp = buf
 	if err != nil {
 		readBufs.Put(bp)

@@ -1,0 +1,175 @@
+package localstore
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A reader behind the high watermark (a consumer reading a backlog, a
+// replication link catching up) sends one read's entries on and only then
+// asks for the next: its reads and the store's work alternate, and each
+// read waits for its bytes to be copied out of the page cache, or for the
+// disk where the pages were dropped. ReadOn starts the next read as soon
+// as one stops short of the high watermark, so it runs while the reader
+// sends and the reader's next call finds it done. A Kafka consumer reading
+// a backlog of 1 KiB messages through one partition reads about 1.2
+// million a second without it, the disk serving half the backlog
+// (bench/results, thirty-fourth run).
+
+// Bounds on what read-ahead holds: the reads started and not taken, and
+// the bytes they may hold. A read not taken within readAheadAge (its
+// reader went away or moved) makes room when a new one needs it.
+const (
+	readAheadSlots = 64
+	readAheadBytes = 64 << 20
+	readAheadAge   = 5 * time.Second
+)
+
+// readAhead is the store's reads started ahead of their readers, by
+// partition and the offset they read from.
+type readAhead struct {
+	mu      sync.Mutex
+	slots   map[readAheadKey]*readAheadSlot
+	bytes   int  // the maxBytes of the reads in slots
+	closing bool // the store is closing: start no more
+	wg      sync.WaitGroup
+	hits    atomic.Int64 // reads served from a read started ahead
+}
+
+type readAheadKey struct {
+	pid  PartitionID
+	from int64
+}
+
+// readAheadSlot is one read started ahead; es, buf and err are set
+// before done is closed.
+type readAheadSlot struct {
+	maxBytes int
+	made     time.Time
+	done     chan struct{}
+	es       []Entry
+	buf      []byte
+	err      error
+}
+
+// ReadOn reads as ReadInto does, for a reader that reads on from where
+// this read ends. When a read stops short of the high watermark, the store
+// starts the next one at once, and the reader's next call at that offset
+// (with at least the same maxBytes) takes it instead of reading. The
+// entries are the ones ReadInto would return; a read started ahead is
+// dropped, and the call reads afresh, if the partition was deleted or its
+// start moved past it since (partition ids are never used again).
+//
+// buf is the store's once the call returns (a read started ahead fills
+// it later): the caller must not keep using it, but the returned buffer,
+// which holds the entries. So a reader that passes back the buffer of its
+// last call allocates nothing per read: two buffers take turns.
+func (s *Store) ReadOn(pid PartitionID, from int64, maxBytes int, buf []byte) ([]Entry, []byte, error) {
+	if sl := s.ra.take(pid, from, maxBytes); sl != nil {
+		<-sl.done
+		if p, err := s.partition(pid); sl.err == nil && err == nil && from >= p.start.Load() && sl.enough(p.hw.Load()) {
+			s.ra.hits.Add(1)
+			s.readAheadAfter(pid, sl.es, maxBytes, buf)
+			return sl.es, sl.buf, nil
+		}
+	}
+	es, keep, err := s.ReadInto(pid, from, maxBytes, buf)
+	if err == nil {
+		s.readAheadAfter(pid, es, maxBytes, nil)
+	}
+	return es, keep, err
+}
+
+// enough says whether the read started ahead is worth serving with the
+// high watermark at hw: it reached hw, or it read at least half of its
+// room. One started just short of the high watermark of its time read
+// little, and a fresh read gives the reader what arrived since.
+func (sl *readAheadSlot) enough(hw int64) bool {
+	if len(sl.es) == 0 {
+		return false
+	}
+	last := sl.es[len(sl.es)-1]
+	if last.BaseOffset+last.Count >= hw {
+		return true
+	}
+	n := 0
+	for _, e := range sl.es {
+		n += len(e.Value)
+	}
+	return 2*n >= sl.maxBytes
+}
+
+// take removes and returns the read started ahead at (pid, from), if it
+// reads no more than maxBytes; nil if there is none.
+func (ra *readAhead) take(pid PartitionID, from int64, maxBytes int) *readAheadSlot {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	k := readAheadKey{pid, from}
+	sl := ra.slots[k]
+	if sl == nil || sl.maxBytes > maxBytes {
+		return nil
+	}
+	delete(ra.slots, k)
+	ra.bytes -= sl.maxBytes
+	return sl
+}
+
+// readAheadAfter starts reading after es, into spare, if es stops short
+// of the partition's high watermark and read-ahead has room.
+func (s *Store) readAheadAfter(pid PartitionID, es []Entry, maxBytes int, spare []byte) {
+	if len(es) == 0 {
+		return
+	}
+	last := es[len(es)-1]
+	next := last.BaseOffset + last.Count
+	p, err := s.partition(pid)
+	if err != nil || next >= p.hw.Load() {
+		return // a reader at the end waits for appends, not reads
+	}
+	ra := &s.ra
+	now := time.Now()
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	k := readAheadKey{pid, next}
+	if ra.closing || ra.slots[k] != nil {
+		return
+	}
+	if len(ra.slots) >= readAheadSlots || ra.bytes+maxBytes > readAheadBytes {
+		for k, sl := range ra.slots {
+			select {
+			case <-sl.done:
+				if now.Sub(sl.made) > readAheadAge {
+					delete(ra.slots, k)
+					ra.bytes -= sl.maxBytes
+				}
+			default:
+			}
+		}
+		if len(ra.slots) >= readAheadSlots || ra.bytes+maxBytes > readAheadBytes {
+			return
+		}
+	}
+	if ra.slots == nil {
+		ra.slots = map[readAheadKey]*readAheadSlot{}
+	}
+	sl := &readAheadSlot{maxBytes: maxBytes, made: now, done: make(chan struct{})}
+	ra.slots[k] = sl
+	ra.bytes += maxBytes
+	ra.wg.Add(1)
+	go func() {
+		defer ra.wg.Done()
+		sl.es, sl.buf, sl.err = s.ReadInto(pid, next, maxBytes, spare)
+		close(sl.done)
+	}()
+}
+
+// close stops read-ahead and waits for the reads in progress, before the
+// store closes what they read.
+func (ra *readAhead) close() {
+	ra.mu.Lock()
+	ra.closing = true
+	ra.slots, ra.bytes = nil, 0
+	ra.mu.Unlock()
+	ra.wg.Wait()
+}

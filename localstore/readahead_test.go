@@ -1,0 +1,178 @@
+package localstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/ternmq/tern/protocols"
+)
+
+// appendEntries appends n entries of 4 offsets and size-byte values each
+// to pid.
+func appendEntries(t *testing.T, s *Store, pid PartitionID, n, size int) {
+	t.Helper()
+	for i := range n {
+		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: makeEntry(t, fmt.Sprintf("e%d", i), 4, size, 1000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReadOnReadsWhatReadIntoReads: a reader reading a log on from its
+// start, passing back each call's buffer, gets the entries ReadInto gives,
+// byte for byte, and all but its first read are served by reads started
+// ahead. At the high watermark nothing is started.
+func TestReadOnReadsWhatReadIntoReads(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
+			s, pid := openTopic(t, Config{InlineEntries: inline}, "on")
+			appendEntries(t, s, pid, 200, 3000)
+			const max = 40 << 10 // three or four entries a read
+			var buf []byte
+			reads := 0
+			for from := int64(0); from < 800; {
+				es, got, err := s.ReadOn(pid, from, max, buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := s.Read(pid, from, max)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(es) != len(want) {
+					t.Fatalf("read at %d: %d entries, ReadInto gives %d", from, len(es), len(want))
+				}
+				for i := range es {
+					if es[i].BaseOffset != want[i].BaseOffset || es[i].Count != want[i].Count || !bytes.Equal(es[i].Value, want[i].Value) {
+						t.Fatalf("read at %d: entry %d is %d+%d, ReadInto gives %d+%d (values equal: %v)", from, i,
+							es[i].BaseOffset, es[i].Count, want[i].BaseOffset, want[i].Count, bytes.Equal(es[i].Value, want[i].Value))
+					}
+				}
+				last := es[len(es)-1]
+				from, buf = last.BaseOffset+last.Count, got
+				reads++
+			}
+			if hits := s.Metrics().ReadAheadHits; hits != int64(reads-1) {
+				t.Errorf("%d of %d reads served ahead, want all but the first", hits, reads)
+			}
+			s.ra.mu.Lock()
+			left := len(s.ra.slots)
+			s.ra.mu.Unlock()
+			if left != 0 {
+				t.Errorf("%d reads started past the high watermark", left)
+			}
+		})
+	}
+}
+
+// TestReadOnDropsWhatChangedUnderIt: a read started ahead is not served
+// once the log's start moved past it, nor once its topic was deleted; the
+// reader gets what ReadInto gives then. A reader that reads from
+// elsewhere, or with less room than the read started ahead, reads afresh.
+func TestReadOnDropsWhatChangedUnderIt(t *testing.T) {
+	s, pid := openTopic(t, Config{}, "moved")
+	appendEntries(t, s, pid, 40, 1000)
+	es, _, err := s.ReadOn(pid, 0, 8<<10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := es[len(es)-1].BaseOffset + 4
+	if _, err := s.TruncateBefore(pid, next+4); err != nil {
+		t.Fatal(err)
+	}
+	var oor *protocols.OffsetOutOfRangeError
+	if _, _, err := s.ReadOn(pid, next, 8<<10, nil); !errors.As(err, &oor) {
+		t.Fatalf("read below the new start: %v, want an offset out of range", err)
+	}
+	// Less room than the read started at next+4 has: read afresh.
+	es, _, err = s.ReadOn(pid, next+4, 8<<10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := es[len(es)-1].BaseOffset + 4
+	if es, _, err = s.ReadOn(pid, after, 2<<10, nil); err != nil || len(es) != 1 {
+		t.Fatalf("read with less room: %d entries, %v; want 1", len(es), err)
+	}
+	if hits := s.Metrics().ReadAheadHits; hits != 0 {
+		t.Errorf("%d reads served ahead, want none", hits)
+	}
+	if err := s.DeleteTopic("moved"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ReadOn(pid, after+4, 8<<10, nil); !errors.Is(err, ErrPartitionNotFound) {
+		t.Fatalf("read of a deleted topic: %v, want partition not found", err)
+	}
+}
+
+// TestReadOnBounded: read-ahead starts no more reads than its bounds, and
+// closing the store waits for the ones in progress.
+func TestReadOnBounded(t *testing.T) {
+	s := openTest(t, Config{})
+	var pids []PartitionID
+	for i := range readAheadSlots + 8 {
+		tm, err := s.CreateTopic(fmt.Sprintf("t%d", i), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendEntries(t, s, tm.PIDs[0], 3, 100)
+		pids = append(pids, tm.PIDs[0])
+	}
+	for _, pid := range pids {
+		if _, _, err := s.ReadOn(pid, 0, 200, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.ra.mu.Lock()
+	n := len(s.ra.slots)
+	s.ra.mu.Unlock()
+	if n != readAheadSlots {
+		t.Errorf("%d reads started ahead, want the bound, %d", n, readAheadSlots)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadOnReadsAfreshWhenMoreArrived: a read started just short of the
+// high watermark of its time holds little; served once the log has grown,
+// it would make the reader take small reads one after another. Such a read
+// is served while the high watermark stays where it was, and read afresh
+// once it moved on.
+func TestReadOnReadsAfreshWhenMoreArrived(t *testing.T) {
+	s, pid := openTopic(t, Config{}, "grew")
+	appendEntries(t, s, pid, 3, 1000)
+	es, err := s.Read(pid, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := 5 * len(es[0].Value) / 2 // two entries a read
+	start := func(from int64) {
+		t.Helper()
+		es, _, err := s.ReadOn(pid, from, room, nil)
+		if err != nil || len(es) != 2 {
+			t.Fatalf("read at %d: %d entries, %v; want 2", from, len(es), err)
+		}
+		sl := s.ra.take(pid, from+8, room)
+		if sl == nil {
+			t.Fatalf("no read started at %d", from+8)
+		}
+		<-sl.done
+		s.ra.mu.Lock()
+		s.ra.slots[readAheadKey{pid, from + 8}] = sl
+		s.ra.bytes += sl.maxBytes
+		s.ra.mu.Unlock()
+	}
+	start(0) // the read started ahead at 8 holds the last entry
+	if es, _, err := s.ReadOn(pid, 8, room, nil); err != nil || len(es) != 1 || s.Metrics().ReadAheadHits != 1 {
+		t.Fatalf("read at 8 with nothing new: %d entries, %v, %d served ahead; want 1 entry served ahead", len(es), err, s.Metrics().ReadAheadHits)
+	}
+	appendEntries(t, s, pid, 1, 1000) // offsets 12 to 15
+	start(4)                          // the read started at 12 holds that entry
+	appendEntries(t, s, pid, 2, 1000)
+	if es, _, err := s.ReadOn(pid, 12, room, nil); err != nil || len(es) != 2 || s.Metrics().ReadAheadHits != 1 {
+		t.Fatalf("read at 12 after appends: %d entries, %v, %d served ahead; want 2 entries read afresh", len(es), err, s.Metrics().ReadAheadHits)
+	}
+}
