@@ -66,6 +66,7 @@ type readAheadSlot struct {
 // which holds the entries. So a reader that passes back the buffer of its
 // last call allocates nothing per read: two buffers take turns.
 func (s *Store) ReadOn(pid PartitionID, from int64, maxBytes int, buf []byte) ([]Entry, []byte, error) {
+	var spare []byte
 	if sl := s.ra.take(pid, from, maxBytes); sl != nil {
 		<-sl.done
 		if p, err := s.partition(pid); sl.err == nil && err == nil && from >= p.start.Load() && sl.enough(p.hw.Load()) {
@@ -73,10 +74,11 @@ func (s *Store) ReadOn(pid PartitionID, from int64, maxBytes int, buf []byte) ([
 			s.readAheadAfter(pid, sl.es, maxBytes, buf)
 			return sl.es, sl.buf, nil
 		}
+		spare = sl.buf
 	}
 	es, keep, err := s.ReadInto(pid, from, maxBytes, buf)
 	if err == nil {
-		s.readAheadAfter(pid, es, maxBytes, nil)
+		s.readAheadAfter(pid, es, maxBytes, spare)
 	}
 	return es, keep, err
 }
@@ -124,8 +126,11 @@ func (s *Store) readAheadAfter(pid PartitionID, es []Entry, maxBytes int, spare 
 	last := es[len(es)-1]
 	next := last.BaseOffset + last.Count
 	p, err := s.partition(pid)
-	if err != nil || next >= p.hw.Load() {
-		return // a reader at the end waits for appends, not reads
+	// A reader less than another read like this one behind would find
+	// the read started ahead short of what arrives meanwhile (enough);
+	// one at the end waits for appends, not reads.
+	if err != nil || p.hw.Load()-next < next-es[0].BaseOffset {
+		return
 	}
 	ra := &s.ra
 	now := time.Now()
