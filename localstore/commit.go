@@ -73,18 +73,21 @@ func (c *committer) close() {
 	c.mu.Unlock()
 }
 
-// commitLoop is the committer's first stage: for each group of items it
-// fdatasyncs the segments their records are in and applies their batches
-// in order, then hands the group to walStage, which fsyncs pebble's WAL
-// once if an item without a segment record asked for durability. The two
-// overlap: a group's segment fdatasync runs while the group before waits
-// for the WAL's.
+// commitLoop is the committer's first stage: it takes each group of items
+// and starts the fdatasync of the segments their records are in, while
+// the group before may still be in its own; applyStage then applies the
+// groups' batches in order, each once its fdatasync and every earlier
+// group's are done, and hands them to walStage, which fsyncs pebble's WAL
+// once if an item without a segment record asked for durability. So an
+// append waits for about one fdatasync, not for the rest of the one in
+// progress when it came and then its own, and a group's WAL fsync
+// overlaps the next group's segment fdatasync.
 func (s *Store) commitLoop() {
 	defer s.cwg.Done()
-	groups := make(chan commitGroup, 2)
+	synced := make(chan syncingGroup, 1)
 	s.cwg.Add(1)
-	go s.walStage(groups)
-	defer close(groups)
+	go s.applyStage(synced)
+	defer close(synced)
 	for {
 		items := s.cmt.take()
 		if items == nil {
@@ -101,27 +104,68 @@ func (s *Store) commitLoop() {
 		// async append is acknowledged before (see PendingAppend.Wait),
 		// but its pointer too waits for its record's fdatasync, so no
 		// pointer in pebble ever refers to a record a crash could lose.
-		seg, durable := false, false
+		g := syncingGroup{items: items, err: err}
 		for _, it := range items {
-			durable = durable || (it.sync && !it.hasPtr)
-			seg = seg || it.hasPtr
+			g.durable = g.durable || (it.sync && !it.hasPtr)
+			g.seg = g.seg || it.hasPtr
 		}
-		if err == nil && seg {
-			err = s.segs.sync()
+		if err != nil || !g.seg {
+			synced <- g
+			continue
 		}
-		if seg {
+		// Sent before its fdatasync starts, so no more than two run at
+		// once: this group's and the one applyStage waits for.
+		g.done = make(chan error, 1)
+		synced <- g
+		go func() { g.done <- s.segs.sync() }()
+	}
+}
+
+// syncingGroup is one group of items between commitLoop and applyStage:
+// done gives the result of its segment fdatasync, when it has one.
+type syncingGroup struct {
+	items        []*commitItem
+	durable, seg bool
+	done         chan error
+	err          error
+}
+
+// applyStage is the committer's second stage: it applies each group's
+// batches once its segments are durable. A group's fdatasync covers the
+// records written before it started; one written earlier, into a file the
+// fdatasync of the group before had already taken, is durable once that
+// one returns, which applyStage has waited for.
+func (s *Store) applyStage(synced <-chan syncingGroup) {
+	defer s.cwg.Done()
+	groups := make(chan commitGroup, 2)
+	s.cwg.Add(1)
+	go s.walStage(groups)
+	defer close(groups)
+	for g := range synced {
+		err := g.err
+		if g.done != nil {
+			if e := <-g.done; err == nil {
+				err = e
+			}
+		}
+		if err == nil {
+			if e := s.failed.Load(); e != nil {
+				err = *e
+			}
+		}
+		if g.seg && err == nil {
 			// Where replay starts: every record not yet in pebble is in
 			// this segment or a later one. It rides in the group's first
 			// append, so pebble holds it whenever it holds the append.
 			from := s.segs.lowestUncommitted()
-			for _, it := range items {
+			for _, it := range g.items {
 				if it.hasPtr {
 					_ = it.b.Set(replayFromKey(), binary.BigEndian.AppendUint32(nil, from), nil)
 					break
 				}
 			}
 		}
-		for _, it := range items {
+		for _, it := range g.items {
 			if err != nil {
 				break
 			}
@@ -130,7 +174,7 @@ func (s *Store) commitLoop() {
 		if err != nil {
 			s.fail(err)
 		}
-		groups <- commitGroup{items: items, durable: durable, err: err}
+		groups <- commitGroup{items: g.items, durable: g.durable, err: err}
 	}
 }
 

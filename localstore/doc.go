@@ -16,7 +16,8 @@
 // pebble batch into the segment stream behind their entry (a batch
 // record), and hand the batches, in offset order, to one committer, which
 // writes the small records gathered since its last group (a large record
-// is written by its appender), fdatasyncs the segments and applies the
+// is written by its appender), fdatasyncs the segments (a group's fdatasync
+// may start while the one before is in progress) and applies the
 // batches: concurrent appenders, to one partition or many, share that one
 // fdatasync. An async append is acknowledged once its records are in the
 // segment stream; its pointer still waits for that fdatasync, and the

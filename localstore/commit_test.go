@@ -1,0 +1,132 @@
+package localstore
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// firstSyncFS holds the first segment fdatasync after arm until release,
+// and counts the ones that begin while it is held.
+type firstSyncFS struct {
+	vfs.FS
+	mu             sync.Mutex
+	armed, holding bool
+	release        chan struct{}
+	during         int
+}
+
+func (fs *firstSyncFS) arm() {
+	fs.mu.Lock()
+	fs.armed, fs.release = true, make(chan struct{})
+	fs.mu.Unlock()
+}
+
+func (fs *firstSyncFS) state() (holding bool, during int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.holding, fs.during
+}
+
+type firstSyncFile struct {
+	vfs.File
+	fs *firstSyncFS
+}
+
+func (f firstSyncFile) SyncData() error {
+	fs := f.fs
+	fs.mu.Lock()
+	if fs.holding {
+		fs.during++
+	}
+	hold := fs.armed
+	fs.armed = false
+	if hold {
+		fs.holding = true
+	}
+	release := fs.release
+	fs.mu.Unlock()
+	if hold {
+		<-release
+		fs.mu.Lock()
+		fs.holding = false
+		fs.mu.Unlock()
+	}
+	return f.File.SyncData()
+}
+
+func (fs *firstSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil || !strings.HasSuffix(name, ".seg") {
+		return f, err
+	}
+	return firstSyncFile{f, fs}, nil
+}
+
+// until polls cond for up to 10 s.
+func until(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// While one group's segment fdatasync is in progress the committer starts
+// the next group's, but applies (and acknowledges) a group only once its
+// own fdatasync and every earlier group's have returned: an append written
+// before the held fdatasync began may be in a file that fdatasync took, and
+// the later one need not cover it.
+func TestCommitterOverlapsFdatasyncsAndAppliesInOrder(t *testing.T) {
+	fs := &firstSyncFS{FS: vfs.NewMem()}
+	if err := fs.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, pid := openTopic(t, Config{Dir: "/d", FS: fs, SegmentSize: 1 << 20}, "order")
+	appendStamped(t, s, pid, makeEntry(t, "before", 1, 100, 1000), DurabilitySync)
+
+	fs.arm()
+	var released bool
+	defer func() {
+		if !released {
+			close(fs.release) // before the store closes, should the test fail
+		}
+	}()
+	start := func(tag string) *PendingAppend {
+		pa, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: makeEntry(t, tag, 1, 100, 2000), Durability: DurabilitySync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pa
+	}
+	first := start("first")
+	if !until(func() bool { h, _ := fs.state(); return h }) {
+		t.Fatal("the first append's fdatasync never began")
+	}
+	second := start("second")
+	if !until(func() bool { _, n := fs.state(); return n > 0 }) {
+		t.Fatal("the second append's fdatasync did not begin while the first's was held")
+	}
+	time.Sleep(50 * time.Millisecond) // room for a wrong early commit
+	if first.Ready() || second.Ready() {
+		t.Fatalf("acknowledged while the first fdatasync is held: first %v, second %v", first.Ready(), second.Ready())
+	}
+	if _, hw, _ := s.Offsets(pid); hw != 1 {
+		t.Fatalf("high watermark %d while the first fdatasync is held, want 1", hw)
+	}
+	close(fs.release)
+	released = true
+	for _, pa := range []*PendingAppend{first, second} {
+		if _, err := pa.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, hw, _ := s.Offsets(pid); hw != 3 {
+		t.Fatalf("high watermark %d once both are acknowledged, want 3", hw)
+	}
+}
