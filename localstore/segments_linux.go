@@ -7,12 +7,14 @@ import (
 
 // allocate reserves size bytes for a new segment and sets its length, so
 // an fdatasync after an append has no file size to commit. It still has
-// the allocated blocks to mark written, and on the machine we measure on
-// that made appends into new segments slower to make durable than
-// appends into reused ones (at 250 MiB/s, `tern bench disk` commit p99
-// 8-308 ms for allocated files against 2.4-3.6 ms for rewritten ones),
-// which is why removed segments are kept for reuse. Best effort: a
-// filesystem without fallocate, or an in-memory one, grows the file.
+// the allocated blocks to mark written. `tern bench disk` once showed
+// that costing far more than rewriting a file (commit p99 8-308 ms against
+// 2.4-3.6 ms at 250 MiB/s), which is one reason removed segments are kept
+// for reuse; but that probe kept every page it wrote, and on its machine
+// a new page was the cost. Dropping pages as a node does, allocated and
+// rewritten files measure alike (1.4-3.7 ms at 283 MB/s; bench/results,
+// thirty-third run). Best effort: a filesystem without fallocate, or an
+// in-memory one, grows the file.
 func allocate(f vfs.File, size int64) {
 	if fd := f.Fd(); fd != vfs.InvalidFd {
 		_ = unix.Fallocate(int(fd), 0, 0, size)
