@@ -38,10 +38,10 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 		r.resp = resp
 		return nil
 	}
-	resp, n, watches, done := c.s.fetchOnce(c.ctx, req)
+	resp, n, watches, done, sent := c.s.fetchOnce(c.ctx, req)
 	if done || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
 		c.s.stats.fetched.Add(int64(n))
-		r.resp = resp
+		r.resp, r.sent = resp, sent
 		return nil
 	}
 	deadline := start.Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
@@ -54,13 +54,17 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 			stop()
 			cancel()
 			if ctx.Err() != nil || c.s.drain.Err() != nil {
+				r.sent = sent
 				return resp
 			}
-			resp, n, watches, done = c.s.fetchOnce(ctx, req)
+			// The response replaced is not sent: its read buffers are
+			// left to the collector, never recycled while in use.
+			resp, n, watches, done, sent = c.s.fetchOnce(ctx, req)
 			// A watch error (a watched partition went away) is reported by
 			// the read just done.
 			if done || n >= int(req.MinBytes) || err != nil || !time.Now().Before(deadline) {
 				c.s.stats.fetched.Add(int64(n))
+				r.sent = sent
 				return resp
 			}
 		}
@@ -71,7 +75,7 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 // fetchOnce reads every requested partition. It returns the response, the
 // record bytes in it, the partitions to watch for a long-poll, and whether
 // an error means the reply should go out at once.
-func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []protocols.Watch, bool) {
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (_ *kmsg.FetchResponse, _ int, _ []protocols.Watch, _ bool, sent []sentBatch) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	tc := s.newTopicCache(false)
@@ -140,7 +144,15 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 				}
 				size += len(b)
 			}
-			if size > 0 {
+			switch {
+			case size > 0 && len(res.Entries) > 0 && res.Recycle != nil && sole(res.Entries, stable):
+				// One batch (a consumer behind reads one producer batch
+				// of up to a megabyte a fetch): sent from where it was
+				// read, which is recycled once the response is encoded.
+				sp.RecordBatches, _ = protocols.SplitEntry(res.Entries[0].Value)
+				sent = append(sent, sentBatch{sp, res.Recycle})
+				res.Recycle = nil
+			case size > 0:
 				sp.RecordBatches = getBatchBuf(size)
 				for _, e := range res.Entries {
 					if e.BaseOffset >= stable {
@@ -149,9 +161,9 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 					b, _ := protocols.SplitEntry(e.Value)
 					sp.RecordBatches = append(sp.RecordBatches, b...)
 				}
-				total += size
-				remaining -= size
 			}
+			total += size
+			remaining -= size
 			if res.Recycle != nil {
 				res.Recycle() // the batches were copied out
 			}
@@ -160,7 +172,28 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 			}
 		}
 	}
-	return resp, total, watches, urgent
+	return resp, total, watches, urgent, sent
+}
+
+// sole says whether es's first entry is the only one below stable.
+func sole(es []protocols.StoredEntry, stable int64) bool {
+	return es[0].BaseOffset < stable && (len(es) == 1 || es[1].BaseOffset >= stable)
+}
+
+// sentBatch is a fetch response's record batch sent from the buffer it was
+// read into, and the recycling of that buffer.
+type sentBatch struct {
+	p       *kmsg.FetchResponseTopicPartition
+	recycle func()
+}
+
+// recycleSent hands back the read buffers of a response's batches once it
+// is encoded; they are not batchBufs' (putFetchBufs).
+func recycleSent(sent []sentBatch) {
+	for _, b := range sent {
+		b.p.RecordBatches = nil
+		b.recycle()
+	}
 }
 
 // batchBufs recycles the buffers a fetch response's record batches are

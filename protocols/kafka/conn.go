@@ -45,6 +45,9 @@ type reply struct {
 	// wait that is not ready go out first, so none is held for another
 	// request's fsync.
 	ready func() bool
+	// sent is a fetch response's batches sent from their read buffers,
+	// recycled once it is encoded.
+	sent []sentBatch
 	// size is the request's frame size, counted against the in-flight
 	// budget until the reply is written.
 	size int
@@ -360,6 +363,7 @@ func (c *conn) writeLoop() {
 			}
 			buf = resp.AppendTo(buf)
 			if isFetch {
+				recycleSent(r.sent)
 				putFetchBufs(fr)
 			}
 			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))

@@ -55,3 +55,25 @@ func TestFetchRespSizeCoversTheEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestSentBatchGoesBackToItsReader: a record batch sent from the buffer it
+// was read into goes back to the reader once the response is encoded, and
+// never into the batch buffers' pool, whose next user would write into
+// the reader's buffer.
+func TestSentBatchGoesBackToItsReader(t *testing.T) {
+	const size = 1 << 20
+	read := make([]byte, size)
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Topics = []kmsg.FetchResponseTopic{{Partitions: []kmsg.FetchResponseTopicPartition{{RecordBatches: read}}}}
+	recycled := 0
+	recycleSent([]sentBatch{{&resp.Topics[0].Partitions[0], func() { recycled++ }}})
+	putFetchBufs(resp)
+	if recycled != 1 {
+		t.Fatalf("the read buffer was recycled %d times, want once", recycled)
+	}
+	for range 10 {
+		if b := getBatchBuf(size); cap(b) >= size && &b[:1][0] == &read[0] {
+			t.Fatal("a sent batch's read buffer went into the batch buffers' pool")
+		}
+	}
+}
