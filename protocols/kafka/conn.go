@@ -354,20 +354,38 @@ func (c *conn) writeLoop() {
 				buf = append(buf, 0)
 			}
 			fr, isFetch := resp.(*kmsg.FetchResponse)
-			if isFetch {
+			var (
+				pieces  [][]byte
+				spliced bool
+			)
+			if isFetch && len(r.sent) > 0 {
+				pieces, buf, spliced = encodeSpliced(buf, fr, r.sent)
+			}
+			if isFetch && !spliced {
 				// One allocation of the whole size, not append's
 				// growth in steps of a quarter (a dozen buffers,
 				// copied in turn, for a 10 MiB fetch whose pooled
 				// buffer a collection took).
 				buf = slices.Grow(buf, fetchRespSize(fr))
 			}
-			buf = resp.AppendTo(buf)
+			var err error
+			if spliced {
+				for _, p := range pieces {
+					if _, err = bw.Write(p); err != nil {
+						break
+					}
+				}
+			} else {
+				buf = resp.AppendTo(buf)
+				binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+				_, err = bw.Write(buf)
+			}
 			if isFetch {
+				// Written (or in bw's buffer): the read buffers
+				// may go back.
 				recycleSent(r.sent)
 				putFetchBufs(fr)
 			}
-			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-			_, err := bw.Write(buf)
 			if c.s.cfg.ObserveRequest != nil {
 				unsent = append(unsent, sentTimes{key: r.key, waited: waited, t: RequestTimes{
 					Receive: r.received.Sub(r.started),
