@@ -78,7 +78,7 @@ type DiskConfig struct {
 	SegmentFile int64
 	// Cache is how many of the newest bytes the log's writer wrote stay
 	// in the page cache; older pages are dropped after each fdatasync,
-	// DropChunk bytes or more at a time, as tern's storage.segment_cache
+	// dropChunk bytes or more at a time, as tern's storage.segment_cache
 	// does (tern's default is 256 MiB). 0 keeps every page, which the
 	// kernel then keeps until memory runs short: a fresh page for every
 	// append, where a writer that drops pages behind it gets back pages
@@ -318,10 +318,10 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 			return nil, err
 		}
 		dropPages(r.log, 0, 0)
-		// Dropping gigabytes of pages at once slows the machine for
-		// seconds after (on this probe's virtual machine the freed
-		// memory goes back to the host): commit p99 189 ms at 283 MB/s
-		// measured at once, 2.1 ms after 20 s.
+		// Dropping gigabytes of pages at once can slow the machine for
+		// seconds after (on a virtual machine whose freed memory goes
+		// back to the host, commit p99 was 189 ms at 283 MB/s measured
+		// at once, 2.1 ms after 20 s).
 		if cfg.Settle > 0 {
 			fmt.Fprintf(cfg.Progress, "settling %v: the machine finishes with the pages the preparation dropped\n", cfg.Settle)
 			if err := Sleep(ctx, cfg.Settle); err != nil {
@@ -506,9 +506,9 @@ type pageSpan struct {
 	off, n int64
 }
 
-// DropChunk is the least the probe drops from the page cache at once, as
+// dropChunk is the least the probe drops from the page cache at once, as
 // tern does (localstore's dropChunk).
-const DropChunk = 8 << 20
+const dropChunk = 8 << 20
 
 // keep notes that f's [off, off+n) was made durable, and drops from the
 // page cache what the writer wrote more than Config.Cache bytes before.
@@ -522,7 +522,7 @@ func (r *diskRun) keep(f *os.File, off, n int64) {
 		r.kept = append(r.kept, pageSpan{f, off, n})
 	}
 	r.keptBytes += n
-	if r.keptBytes-r.cfg.Cache < DropChunk {
+	if r.keptBytes-r.cfg.Cache < dropChunk {
 		return
 	}
 	for over := r.keptBytes - r.cfg.Cache; over > 0; {

@@ -73,7 +73,7 @@ func TestPIDProbeCountsDiskReads(t *testing.T) {
 
 // TestDiskProbeDropsPagesBehindTheWriter writes 20 MiB through the probe's
 // writer bookkeeping with a 4 MiB cache: the pages of all but the newest
-// bytes are dropped, DropChunk at a time, and with no cache none are.
+// bytes are dropped, dropChunk at a time, and with no cache none are.
 func TestDiskProbeDropsPagesBehindTheWriter(t *testing.T) {
 	dir := notTmpfs(t, "whose pages are its data and are never dropped")
 	const step, total = 1 << 20, 20 << 20
