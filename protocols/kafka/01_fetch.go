@@ -145,10 +145,10 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (_ *kmsg
 				size += len(b)
 			}
 			switch {
-			case size > 0 && len(res.Entries) > 0 && res.Recycle != nil && sole(res.Entries, stable):
+			case size > 0 && res.Recycle != nil && sole(res.Entries, stable):
 				// One batch (a consumer behind reads one producer batch
 				// of up to a megabyte a fetch): sent from where it was
-				// read, which is recycled once the response is encoded.
+				// read, which is recycled once the response is written.
 				sp.RecordBatches, _ = protocols.SplitEntry(res.Entries[0].Value)
 				sent = append(sent, sentBatch{sp, res.Recycle})
 				res.Recycle = nil
@@ -188,7 +188,7 @@ type sentBatch struct {
 }
 
 // recycleSent hands back the read buffers of a response's batches once it
-// is encoded; they are not batchBufs' (putFetchBufs).
+// is written; they are not batchBufs' (putFetchBufs).
 func recycleSent(sent []sentBatch) {
 	for _, b := range sent {
 		b.p.RecordBatches = nil

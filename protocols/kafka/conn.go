@@ -46,7 +46,7 @@ type reply struct {
 	// request's fsync.
 	ready func() bool
 	// sent is a fetch response's batches sent from their read buffers,
-	// recycled once it is encoded.
+	// recycled once it is written (encodeSpliced).
 	sent []sentBatch
 	// size is the request's frame size, counted against the in-flight
 	// budget until the reply is written.
