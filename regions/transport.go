@@ -30,12 +30,22 @@ type transport struct {
 
 var _ memberlist.NodeAwareTransport = (*transport)(nil)
 
+// netTransport makes memberlist's transport (a variable for tests).
+var netTransport = memberlist.NewNetTransport
+
+// portTries is how many times a transport on port 0 is made before a port
+// taken for UDP fails the start.
+const portTries = 10
+
 func newTransport(host string, port int, logger *log.Logger) (*transport, error) {
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-		BindAddrs: []string{host},
-		BindPort:  port,
-		Logger:    logger,
-	})
+	cfg := &memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: logger}
+	nt, err := netTransport(cfg)
+	// Port 0 takes a free TCP port and then binds UDP on the same number,
+	// which another process may hold: pick again, as memberlist does for
+	// the transports it makes itself (its error keeps no cause to test).
+	for try := 1; port == 0 && err != nil && try < portTries; try++ {
+		nt, err = netTransport(cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
