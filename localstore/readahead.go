@@ -24,6 +24,9 @@ const (
 	readAheadSlots = 64
 	readAheadBytes = 64 << 20
 	readAheadAge   = 5 * time.Second
+	// readAheadSpares is how many buffers readers gave up are kept for
+	// reads started later, each of at most readAheadBytes/16.
+	readAheadSpares = 4
 )
 
 // readAhead is the store's reads started ahead of their readers, by
@@ -33,6 +36,7 @@ type readAhead struct {
 	slots   map[readAheadKey]*readAheadSlot
 	bytes   int  // the maxBytes of the reads in slots
 	closing bool // the store is closing: start no more
+	spares  [][]byte
 	wg      sync.WaitGroup
 	hits    atomic.Int64 // reads served from a read started ahead
 }
@@ -121,6 +125,7 @@ func (ra *readAhead) take(pid PartitionID, from int64, maxBytes int) *readAheadS
 // of the partition's high watermark and read-ahead has room.
 func (s *Store) readAheadAfter(pid PartitionID, es []Entry, maxBytes int, spare []byte) {
 	if len(es) == 0 {
+		s.ra.keep(spare)
 		return
 	}
 	last := es[len(es)-1]
@@ -130,6 +135,7 @@ func (s *Store) readAheadAfter(pid PartitionID, es []Entry, maxBytes int, spare 
 	// the read started ahead short of what arrives meanwhile (enough);
 	// one at the end waits for appends, not reads.
 	if err != nil || p.hw.Load()-next < next-es[0].BaseOffset {
+		s.ra.keep(spare)
 		return
 	}
 	ra := &s.ra
@@ -138,6 +144,7 @@ func (s *Store) readAheadAfter(pid PartitionID, es []Entry, maxBytes int, spare 
 	defer ra.mu.Unlock()
 	k := readAheadKey{pid, next}
 	if ra.closing || ra.slots[k] != nil {
+		ra.keepLocked(spare)
 		return
 	}
 	if len(ra.slots) >= readAheadSlots || ra.bytes+maxBytes > readAheadBytes {
@@ -152,8 +159,13 @@ func (s *Store) readAheadAfter(pid PartitionID, es []Entry, maxBytes int, spare 
 			}
 		}
 		if len(ra.slots) >= readAheadSlots || ra.bytes+maxBytes > readAheadBytes {
+			ra.keepLocked(spare)
 			return
 		}
+	}
+	if spare == nil && len(ra.spares) > 0 {
+		spare = ra.spares[len(ra.spares)-1]
+		ra.spares = ra.spares[:len(ra.spares)-1]
 	}
 	if ra.slots == nil {
 		ra.slots = map[readAheadKey]*readAheadSlot{}
@@ -174,7 +186,26 @@ func (s *Store) readAheadAfter(pid PartitionID, es []Entry, maxBytes int, spare 
 func (ra *readAhead) close() {
 	ra.mu.Lock()
 	ra.closing = true
-	ra.slots, ra.bytes = nil, 0
+	ra.slots, ra.bytes, ra.spares = nil, 0, nil
 	ra.mu.Unlock()
 	ra.wg.Wait()
+}
+
+// keep holds buf, which a reader gave up and no read started ahead took,
+// for the next read started without one: a reader that comes back to the
+// high watermark gives up its buffer once, and one that falls behind again
+// would otherwise start its next read ahead in a new buffer.
+func (ra *readAhead) keep(buf []byte) {
+	if buf == nil {
+		return
+	}
+	ra.mu.Lock()
+	ra.keepLocked(buf)
+	ra.mu.Unlock()
+}
+
+func (ra *readAhead) keepLocked(buf []byte) {
+	if buf != nil && cap(buf) <= readAheadBytes/16 && !ra.closing && len(ra.spares) < readAheadSpares {
+		ra.spares = append(ra.spares, buf[:0])
+	}
 }

@@ -186,3 +186,44 @@ func TestReadOnReadsAfreshWhenMoreArrived(t *testing.T) {
 		t.Fatalf("read at 24 after appends: %d entries, %v, %d served ahead; want 3 entries read afresh", len(es), err, s.Metrics().ReadAheadHits)
 	}
 }
+
+// TestReadOnKeepsTheBufferAReaderGaveUp: a reader that reaches the high
+// watermark gives up its buffer with no read started ahead to take it; the
+// next read started ahead (the reader behind again) fills that buffer
+// instead of a new one. Without it a consumer going back and forth across
+// the high watermark allocated a buffer per read started: at 606k msg/s
+// end to end, 117 MB/s of garbage.
+func TestReadOnKeepsTheBufferAReaderGaveUp(t *testing.T) {
+	s, pid := openTopic(t, Config{}, "spare")
+	appendEntries(t, s, pid, 4, 1000) // offsets 0-15
+	es, err := s.Read(pid, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := 2 * len(es[0].Value)
+	if _, _, err := s.ReadOn(pid, 0, room, nil); err != nil {
+		t.Fatal(err)
+	}
+	given := make([]byte, 0, 64<<10)
+	if es, _, err := s.ReadOn(pid, 8, room, given); err != nil || len(es) != 2 || s.Metrics().ReadAheadHits != 1 {
+		t.Fatalf("read at 8: %d entries, %v, %d served ahead; want 2 served ahead", len(es), err, s.Metrics().ReadAheadHits)
+	}
+	s.ra.mu.Lock()
+	kept := len(s.ra.spares) == 1 && &s.ra.spares[0][:1][0] == &given[:1][0]
+	s.ra.mu.Unlock()
+	if !kept {
+		t.Fatal("the buffer given up at the high watermark was not kept")
+	}
+	appendEntries(t, s, pid, 4, 1000) // 16-31
+	if _, _, err := s.ReadOn(pid, 16, room, nil); err != nil {
+		t.Fatal(err)
+	}
+	sl := s.ra.take(pid, 24, room)
+	if sl == nil {
+		t.Fatal("no read started at 24")
+	}
+	<-sl.done
+	if cap(sl.buf) == 0 || &sl.buf[:1][0] != &given[:1][0] {
+		t.Fatal("the read started at 24 did not fill the buffer kept")
+	}
+}
