@@ -42,15 +42,15 @@ func encodeSpliced(buf []byte, fr *kmsg.FetchResponse, sent []sentBatch) (pieces
 	}()
 	start := len(buf)
 	enc := fr.AppendTo(buf)
-	// The length before each marker: compact (uvarint of length+1) in
+	// The length before a batch: compact (uvarint of length+1) in
 	// flexible versions, else an int32.
-	var prefix []byte
-	if fr.IsFlexible() {
-		prefix = binary.AppendUvarint(nil, uint64(len(batchMarker))+1)
-	} else {
-		prefix = binary.BigEndian.AppendUint32(nil, uint32(len(batchMarker)))
+	length := func(n int) []byte {
+		if fr.IsFlexible() {
+			return binary.AppendUvarint(nil, uint64(n)+1)
+		}
+		return binary.BigEndian.AppendUint32(nil, uint32(n))
 	}
-	mark := append(prefix, batchMarker...)
+	mark := append(length(len(batchMarker)), batchMarker...)
 	if bytes.Count(enc[start:], batchMarker) != len(sent) || bytes.Count(enc[start:], mark) != len(sent) {
 		return nil, buf, false
 	}
@@ -58,12 +58,7 @@ func encodeSpliced(buf []byte, fr *kmsg.FetchResponse, sent []sentBatch) (pieces
 	rest := enc
 	for _, b := range batches {
 		i := bytes.Index(rest, mark)
-		var n []byte
-		if fr.IsFlexible() {
-			n = binary.AppendUvarint(nil, uint64(len(b))+1)
-		} else {
-			n = binary.BigEndian.AppendUint32(nil, uint32(len(b)))
-		}
+		n := length(len(b))
 		pieces = append(pieces, rest[:i], n, b)
 		total += i + len(n) + len(b)
 		rest = rest[i+len(mark):]
