@@ -1,6 +1,8 @@
 package localstore
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"slices"
 	"unsafe"
 
@@ -49,18 +51,120 @@ func (sg *segments) readDirect(f *segFile, off int64, n int, buf []byte) (_ []by
 	if fd < 0 {
 		return buf, 0, false
 	}
+	prev := len(buf)
+	buf, pages, lo, at := directPlace(buf, off, n)
+	got, err := preadDirect(fd, pages, lo)
+	if err != nil || got < int(off-lo)+n {
+		return buf[:prev], 0, false
+	}
+	sg.directBytes.Add(int64(n))
+	return buf[:at+n], at, true
+}
+
+// directPlace makes room in buf for the whole pages holding the n bytes at
+// off and returns buf, those pages' place in it (page-aligned in memory,
+// as a read past the cache needs), the file offset of the first page, and
+// where in buf the byte at off will be.
+func directPlace(buf []byte, off int64, n int) (_, pages []byte, lo int64, at int) {
 	lo, hi := off&^(pageSize-1), alignUp(off+int64(n), pageSize)
 	prev := len(buf)
 	buf = slices.Grow(buf, int(hi-lo)+int(pageSize))
 	free := buf[prev:cap(buf)]
 	pad := int(-uintptr(unsafe.Pointer(unsafe.SliceData(free))) & uintptr(pageSize-1))
-	got, err := preadDirect(fd, free[pad:pad+int(hi-lo)], lo)
-	if err != nil || got < int(off-lo)+n {
-		return buf[:prev], 0, false
+	return buf, free[pad : pad+int(hi-lo)], lo, prev + pad + int(off-lo)
+}
+
+// pieceSize is how much of a long read past the cache is read at a time
+// (a multiple of pageSize). The bytes the disk writes into memory are in
+// none of the CPU's caches, so checking a record's CRC runs at the
+// memory's speed: on the machine we measure on 5.6 GB/s, against the
+// disk's 2.2 GB/s, so checking a MiB after reading it made the read 40 %
+// longer. Read in pieces, each piece's records are checked while the disk
+// fills the next, and only the last piece's check follows the read.
+var pieceSize = 256 << 10
+
+// readRunPieces reads run's records past the cache, a piece at a time,
+// appends them to buf and checks each as checkRecord does while the next
+// piece is read. It returns buf, where the run's first byte is in it, and
+// a bad record's index and its error. ok is false, and nothing was read, when
+// the run is not read this way (held in the cache, one piece or shorter,
+// no descriptor for it) or the read failed: the caller then reads as
+// readSpan does, which reports a real error.
+func (sg *segments) readRunPieces(run *segRun, buf []byte) (_ []byte, at, bad int, ok bool, err error) {
+	off, n := int64(run.off), int(run.end-run.off)
+	if n <= pieceSize {
+		return buf, 0, 0, false, nil
 	}
-	at = prev + pad + int(off-lo)
+	sg.rmu.RLock()
+	defer sg.rmu.RUnlock()
+	f := sg.files[run.seg]
+	if f == nil || !f.readsDirect(off, n) {
+		return buf, 0, 0, false, nil
+	}
+	fd := sg.directFd(f)
+	if fd < 0 {
+		return buf, 0, 0, false, nil
+	}
+	sg.spanReads.Add(1)
+	sg.pieceReads.Add(1)
+	prev := len(buf)
+	buf, pages, lo, at := directPlace(buf, off, n)
+	first, need := int(off-lo), int(off-lo)+n
+	// The reader sends how much of pages is read, after each piece; it
+	// closes read when it stops, after a failed piece at once.
+	read := make(chan int, (need+pieceSize-1)/pieceSize)
+	go func() {
+		defer close(read)
+		for p := 0; p < need; p += pieceSize {
+			end := min(p+pieceSize, len(pages))
+			got, err := preadDirect(fd, pages[p:end], lo+int64(p))
+			if err != nil || p+got < min(end, need) {
+				return
+			}
+			read <- min(p+got, need)
+		}
+	}()
+	defer func() {
+		for range read { // the reader writes into buf until it stops
+		}
+	}()
+	have := 0
+	wait := func(upto int) bool {
+		for have < upto {
+			v, more := <-read
+			if !more {
+				return false
+			}
+			have = v
+		}
+		return true
+	}
+	for i, r := range run.items {
+		s := first + int(r.ptr.Off-run.off)
+		if !wait(s + segRecordHeader) {
+			return buf[:prev], 0, 0, false, nil
+		}
+		if binary.BigEndian.Uint32(pages[s:]) != r.ptr.Len {
+			return buf[:prev], 0, i, true, badRecord(r.ptr)
+		}
+		var sum uint32
+		for pos, end := s+segRecordHeader, s+segRecordHeader+int(r.ptr.Len); pos < end; {
+			if !wait(pos + 1) {
+				return buf[:prev], 0, 0, false, nil
+			}
+			upto := min(have, end)
+			sum = crc32.Update(sum, castagnoli, pages[pos:upto])
+			pos = upto
+		}
+		if sum != binary.BigEndian.Uint32(pages[s+4:]) {
+			return buf[:prev], 0, i, true, badRecord(r.ptr)
+		}
+	}
+	if !wait(need) {
+		return buf[:prev], 0, 0, false, nil
+	}
 	sg.directBytes.Add(int64(n))
-	return buf[:at+n], at, true
+	return buf[:at+n], at, 0, true, nil
 }
 
 // directFd returns f's descriptor for direct reads, opening it at the

@@ -608,16 +608,13 @@ func (s *Store) ReadInto(pid PartitionID, from int64, maxBytes int, buf []byte) 
 			return nil
 		}
 		room(int(run.end-run.off) + s.segs.slack(run.seg, run.off, run.end-run.off))
-		var at int
+		var at, bad int
 		var err error
-		if buf, at, err = s.segs.readSpan(run.seg, run.off, run.end-run.off, buf); err != nil {
-			return fmt.Errorf("partition %d offset %d: %w", pid, run.items[0].base, err)
+		if buf, at, bad, err = s.segs.readRun(&run, buf); err != nil {
+			return fmt.Errorf("partition %d offset %d: %w", pid, run.items[bad].base, err)
 		}
 		for _, r := range run.items {
 			rec := buf[at+int(r.ptr.Off-run.off):]
-			if err := checkRecord(rec, r.ptr); err != nil {
-				return fmt.Errorf("partition %d offset %d: %w", pid, r.base, err)
-			}
 			entry := rec[segRecordHeader : segRecordHeader+int(r.ptr.Len) : segRecordHeader+int(r.ptr.Len)]
 			cnt, _, err := entryHeader(entry)
 			if err != nil {

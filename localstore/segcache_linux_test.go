@@ -2,10 +2,12 @@ package localstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -195,6 +197,15 @@ func TestDroppedBytesReadPastTheCache(t *testing.T) {
 // entry or many at a time, are the ones written; so are single entries
 // too small to bypass the cache.
 func TestDirectReadsAtAnyOffset(t *testing.T) {
+	t.Run("whole", readsAtAnyOffset)
+	// Reads of more than a piece go in pieces, whose ends fall anywhere
+	// in a record.
+	defer func(n int) { pieceSize = n }(pieceSize)
+	pieceSize = 3 * int(pageSize)
+	t.Run("in pieces", readsAtAnyOffset)
+}
+
+func readsAtAnyOffset(t *testing.T) {
 	s, dir, pid, want := oddEntries(t)
 	droppedAll(t, dir)
 	sameEntries(t, readAll(t, s, pid), want)
@@ -221,6 +232,61 @@ func TestDirectReadsAtAnyOffset(t *testing.T) {
 	}
 	if m := s.Metrics(); m.SegmentDirectReadBytes == 0 {
 		t.Error("no byte was read past the cache")
+	}
+	if n := s.segs.pieceReads.Load(); (n > 0) != (pieceSize < 1<<20) {
+		t.Errorf("%d reads in pieces of %d bytes", n, pieceSize)
+	}
+}
+
+// A read past the cache in pieces checks every record it returns, in the
+// first piece or a later one, whole in a piece or across several: a byte
+// flipped in any of them is ErrCorrupt, named by the entry's offset.
+func TestReadsInPiecesCheckEveryRecord(t *testing.T) {
+	defer func(n int) { pieceSize = n }(pieceSize)
+	pieceSize = 4 * int(pageSize) // a 128 KiB entry's record spans 9 pieces
+	for _, c := range []struct {
+		name  string
+		entry int // the entry damaged, of the 7 in segment 1
+		at    func(n int) int
+	}{
+		{"first entry, first piece", 0, func(int) int { return 100 }},
+		{"later entry, its last piece", 5, func(n int) int { return n - 3 }},
+		{"later entry, a middle piece", 3, func(n int) int { return n / 2 }},
+		{"last entry, its header", 6, func(int) int { return -segRecordHeader + 1 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, dir, pid, want := writtenSegments(t, 1<<20)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, segmentsDir, segName(1))
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := bytes.Index(b, want[c.entry])
+			if i < 0 {
+				t.Fatalf("entry %d is not in segment 1", c.entry)
+			}
+			b[i+c.at(len(want[c.entry]))] ^= 0x10
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Segments of the run before a reopen are read past the cache.
+			s = openTest(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 1 << 20})
+			es, err := s.Read(pid, 0, 1<<20)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d:", c.entry)) {
+				t.Fatalf("read of a damaged record: %d entries, %v; want ErrCorrupt at offset %d", len(es), err, c.entry)
+			}
+			if s.segs.pieceReads.Load() == 0 {
+				t.Fatal("the damaged record was not read in pieces")
+			}
+			// The records after the damaged one read as written.
+			es, err = s.Read(pid, int64(c.entry+1), 1<<20)
+			if err != nil || len(es) == 0 || !bytes.Equal(es[0].Value, want[c.entry+1]) {
+				t.Fatalf("read after the damaged record: %d entries, %v", len(es), err)
+			}
+		})
 	}
 }
 

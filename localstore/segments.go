@@ -129,8 +129,9 @@ type segFile struct {
 
 // segments is the set of segment files.
 type segments struct {
-	// spanReads counts the reads of segment files, for tests.
-	spanReads atomic.Int64
+	// spanReads counts the reads of segment files, pieceReads those read
+	// past the cache in pieces; for tests.
+	spanReads, pieceReads atomic.Int64
 
 	fs   vfs.FS
 	dir  string
@@ -834,9 +835,34 @@ func (sg *segments) readSpan(seg, off, n uint32, buf []byte) ([]byte, int, error
 func checkRecord(rec []byte, p segPointer) error {
 	if len(rec) < segRecordHeader+int(p.Len) || binary.BigEndian.Uint32(rec) != p.Len ||
 		crc32.Checksum(rec[segRecordHeader:segRecordHeader+int(p.Len)], castagnoli) != binary.BigEndian.Uint32(rec[4:]) {
-		return fmt.Errorf("%w: segment %d offset %d does not hold the %d-byte entry its pointer gives", ErrCorrupt, p.Seg, p.Off, p.Len)
+		return badRecord(p)
 	}
 	return nil
+}
+
+// badRecord is the error for a record that is not the one p points to.
+func badRecord(p segPointer) error {
+	return fmt.Errorf("%w: segment %d offset %d does not hold the %d-byte entry its pointer gives", ErrCorrupt, p.Seg, p.Off, p.Len)
+}
+
+// readRun appends run's records to buf in one read and checks each as
+// checkRecord does. It returns buf, where the run's first byte is in it,
+// and on error the index of the record the error is about (0 for one
+// about the read).
+func (sg *segments) readRun(run *segRun, buf []byte) ([]byte, int, int, error) {
+	if buf, at, bad, ok, err := sg.readRunPieces(run, buf); ok {
+		return buf, at, bad, err
+	}
+	buf, at, err := sg.readSpan(run.seg, run.off, run.end-run.off, buf)
+	if err != nil {
+		return buf, 0, 0, err
+	}
+	for i, r := range run.items {
+		if err := checkRecord(buf[at+int(r.ptr.Off-run.off):], r.ptr); err != nil {
+			return buf, at, i, err
+		}
+	}
+	return buf, at, 0, nil
 }
 
 // lowestUncommitted is the lowest segment a record not yet committed may
