@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/ternmq/tern/protocols"
 )
@@ -72,6 +74,50 @@ func TestReadOnReadsWhatReadIntoReads(t *testing.T) {
 	}
 }
 
+// TestReadOnKeepsTwoReadsAhead: a reader behind has the next two reads
+// started: the one after its read, and the one after that once the first
+// is done, so the disk reads on while the reader sends.
+func TestReadOnKeepsTwoReadsAhead(t *testing.T) {
+	s, pid := openTopic(t, Config{}, "two")
+	appendEntries(t, s, pid, 200, 3000)
+	const max = 40 << 10
+	end := func(es []Entry) int64 { return es[len(es)-1].BaseOffset + es[len(es)-1].Count }
+	var buf []byte
+	from := int64(0)
+	for step := range 6 {
+		es, got, err := s.ReadOn(pid, from, max, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := end(es)
+		after, err := s.Read(pid, next, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []int64{next, end(after)}
+		var have []int64
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			s.ra.mu.Lock()
+			have = have[:0]
+			for k := range s.ra.slots {
+				have = append(have, k.from)
+			}
+			s.ra.mu.Unlock()
+			slices.Sort(have)
+			if slices.Equal(have, want) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if !slices.Equal(have, want) {
+			t.Fatalf("read %d, at %d: reads started ahead at %v, want %v", step, from, have, want)
+		}
+		from, buf = next, got
+	}
+	if hits := s.Metrics().ReadAheadHits; hits != 5 {
+		t.Errorf("%d reads served ahead, want all 5 after the first", hits)
+	}
+}
+
 // TestReadOnDropsWhatChangedUnderIt: a read started ahead is not served
 // once the log's start moved past it, nor once its topic was deleted; the
 // reader gets what ReadInto gives then. A reader that reads from
@@ -83,16 +129,20 @@ func TestReadOnDropsWhatChangedUnderIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One entry a read: reads start ahead at next and, once that one is
+	// done, at next+4. The start moves past both.
 	next := es[len(es)-1].BaseOffset + 4
-	if _, err := s.TruncateBefore(pid, next+4); err != nil {
+	if _, err := s.TruncateBefore(pid, next+8); err != nil {
 		t.Fatal(err)
 	}
 	var oor *protocols.OffsetOutOfRangeError
-	if _, _, err := s.ReadOn(pid, next, 8<<10, nil); !errors.As(err, &oor) {
-		t.Fatalf("read below the new start: %v, want an offset out of range", err)
+	for _, at := range []int64{next, next + 4} {
+		if _, _, err := s.ReadOn(pid, at, 8<<10, nil); !errors.As(err, &oor) {
+			t.Fatalf("read at %d, below the new start: %v, want an offset out of range", at, err)
+		}
 	}
-	// Less room than the read started at next+4 has: read afresh.
-	es, _, err = s.ReadOn(pid, next+4, 8<<10, nil)
+	// Less room than the read started at next+12 has: read afresh.
+	es, _, err = s.ReadOn(pid, next+8, 8<<10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
