@@ -18,6 +18,9 @@ import (
 // against 0.07-0.24 ms read past the cache. Newer bytes, which the cache
 // holds and tailing consumers read, are read through it as before.
 
+// directRead is preadDirect; tests make it fail.
+var directRead = preadDirect
+
 // directMin is the smallest read that bypasses the cache: a smaller one
 // (a single small entry) goes through it and its readahead, since one
 // small read at a time past the cache waits for the disk each time.
@@ -53,7 +56,7 @@ func (sg *segments) readDirect(f *segFile, off int64, n int, buf []byte) (_ []by
 	}
 	prev := len(buf)
 	buf, pages, lo, at := directPlace(buf, off, n)
-	got, err := preadDirect(fd, pages, lo)
+	got, err := directRead(fd, pages, lo)
 	if err != nil || got < int(off-lo)+n {
 		return buf[:prev], 0, false
 	}
@@ -117,7 +120,7 @@ func (sg *segments) readRunPieces(run *segRun, buf []byte) (_ []byte, at, bad in
 		defer close(read)
 		for p := 0; p < need; p += pieceSize {
 			end := min(p+pieceSize, len(pages))
-			got, err := preadDirect(fd, pages[p:end], lo+int64(p))
+			got, err := directRead(fd, pages[p:end], lo+int64(p))
 			if err != nil || p+got < min(end, need) {
 				return
 			}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -382,4 +383,39 @@ func TestSegmentCacheKeepsWhatAReaderTrails(t *testing.T) {
 	time.Sleep(2*readWindow + 100*time.Millisecond)
 	appendStamped(t, s, pid, makeEntry(t, "last", 1, 128<<10, 1000), DurabilitySync)
 	waitDropped(t, second, "segment 3, about 3 MiB behind the newest and no longer read,", nil)
+}
+
+// A read past the cache that fails, or ends short, in any piece is read
+// again through the cache: the reader gets the entries as written. (A
+// real error, such as a missing file, is reported by that read.)
+func TestFailedReadsInPiecesReadThroughTheCache(t *testing.T) {
+	defer func(n int, f func(int, []byte, int64) (int, error)) { pieceSize, directRead = n, f }(pieceSize, directRead)
+	pieceSize = 4 * int(pageSize)
+	s, dir, pid, want := writtenSegments(t, 1<<20)
+	droppedAll(t, dir)
+	var calls atomic.Int64
+	for _, fail := range []func(fd int, b []byte, off int64) (int, error){
+		func(int, []byte, int64) (int, error) { return 0, unix.EIO },
+		func(fd int, b []byte, off int64) (int, error) {
+			// Short: what the buffer held before stays past the end.
+			n, err := preadDirect(fd, b[:len(b)/2], off)
+			for i := n; i < len(b); i++ {
+				b[i] = 0xa5
+			}
+			return n, err
+		},
+	} {
+		calls.Store(0)
+		directRead = func(fd int, b []byte, off int64) (int, error) {
+			if calls.Add(1)%3 == 0 { // every third piece
+				return fail(fd, b, off)
+			}
+			return preadDirect(fd, b, off)
+		}
+		before := s.segs.pieceReads.Load()
+		sameEntries(t, readAll(t, s, pid), want)
+		if s.segs.pieceReads.Load() == before || calls.Load() < 3 {
+			t.Fatalf("%d reads in pieces, %d pieces: no piece failed", s.segs.pieceReads.Load()-before, calls.Load())
+		}
+	}
 }
