@@ -160,6 +160,54 @@ func TestKafkaFetchCapKeepsProgress(t *testing.T) {
 	}
 }
 
+// TestKafkaFetchOfManyBatchesReadsAsProduced: a consumer of a backlog of
+// 24 KiB batches, about forty to a fetch (written to the connection from
+// the buffers they were read into, each from its own place), reads every
+// record in order, and franz-go finds every batch's CRC right.
+func TestKafkaFetchOfManyBatchesReadsAsProduced(t *testing.T) {
+	node := startKafka(t)
+	addr := node.KafkaAddr()
+	const topic, n = "many-batches", 4000
+	createTopic(t, addr, topic, 1, nil)
+	produceKiB(t, addr, topic, n, 24<<10)
+
+	rc := dialRaw(t, addr)
+	p := rc.roundTrip(fetchReq(topic, 0, 0)).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if batches := countBatches(t, p.RecordBatches); p.ErrorCode != 0 || batches < 30 {
+		t.Fatalf("a 1 MiB fetch: error %d, %d batches in %d bytes; want thirty or more", p.ErrorCode, batches, len(p.RecordBatches))
+	}
+
+	cl := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	ctx := ctxT(t)
+	for want := 0; want < n; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("after %d records: %v", want, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if got := int(binary.BigEndian.Uint32(r.Value)); got != want || r.Offset != int64(want) || len(r.Value) != 1024 {
+				t.Fatalf("record at offset %d holds %d (%d bytes), want %d", r.Offset, got, len(r.Value), want)
+			}
+			want++
+		})
+	}
+}
+
+// countBatches counts the record batches in a fetch's records.
+func countBatches(t *testing.T, batches []byte) int {
+	t.Helper()
+	n := 0
+	for len(batches) > 0 {
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(batches); err != nil {
+			t.Fatalf("a fetched batch does not parse: %v", err)
+		}
+		batches = batches[int(b.Length)+12:]
+		n++
+	}
+	return n
+}
+
 // lastOffset parses a fetch's record batches and returns the offset after
 // the last record and the number of records.
 func lastOffset(t *testing.T, batches []byte) (next int64, records int) {

@@ -150,7 +150,18 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (_ *kmsg
 				// of up to a megabyte a fetch): sent from where it was
 				// read, which is recycled once the response is written.
 				sp.RecordBatches, _ = protocols.SplitEntry(res.Entries[0].Value)
-				sent = append(sent, sentBatch{sp, res.Recycle})
+				sent = append(sent, sentBatch{p: sp, recycle: res.Recycle})
+				res.Recycle = nil
+			case size > 0 && res.Recycle != nil && size >= sentPartMin*below(res.Entries, stable):
+				// Batches of sentPartMin or more on average: sent from
+				// where they were read, each from its own place.
+				n := below(res.Entries, stable)
+				parts := make([][]byte, 0, n)
+				for _, e := range res.Entries[:n] {
+					b, _ := protocols.SplitEntry(e.Value)
+					parts = append(parts, b)
+				}
+				sent = append(sent, sentBatch{p: sp, parts: parts, recycle: res.Recycle})
 				res.Recycle = nil
 			case size > 0:
 				sp.RecordBatches = getBatchBuf(size)
@@ -180,10 +191,28 @@ func sole(es []protocols.StoredEntry, stable int64) bool {
 	return es[0].BaseOffset < stable && (len(es) == 1 || es[1].BaseOffset >= stable)
 }
 
-// sentBatch is a fetch response's record batch sent from the buffer it was
-// read into, and the recycling of that buffer.
+// below counts es's entries below stable.
+func below(es []protocols.StoredEntry, stable int64) int {
+	n := 0
+	for n < len(es) && es[n].BaseOffset < stable {
+		n++
+	}
+	return n
+}
+
+// sentPartMin is the smallest mean batch size at which a partition's
+// several batches are sent from where they were read. Smaller ones are
+// copied into one buffer: each sent batch is one more piece of the write
+// (writev takes up to 1024 a call).
+const sentPartMin = 16 << 10
+
+// sentBatch is a fetch response's record batches sent from the buffer
+// they were read into, and the recycling of that buffer. A single batch is
+// p's RecordBatches; several are parts, in order, and p's RecordBatches is
+// nil until the response is encoded (encodeSpliced).
 type sentBatch struct {
 	p       *kmsg.FetchResponseTopicPartition
+	parts   [][]byte
 	recycle func()
 }
 

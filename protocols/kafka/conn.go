@@ -370,10 +370,12 @@ func (c *conn) writeLoop() {
 			}
 			var err error
 			if spliced {
-				for _, p := range pieces {
-					if _, err = bw.Write(p); err != nil {
-						break
-					}
+				// What is buffered goes first, then the pieces in one
+				// writev: through bw, batches smaller than its buffer
+				// would be copied into it after all.
+				if err = flush(); err == nil {
+					bufs := net.Buffers(pieces)
+					_, err = bufs.WriteTo(c.nc)
 				}
 			} else {
 				buf = resp.AppendTo(buf)

@@ -66,7 +66,7 @@ func TestSentBatchGoesBackToItsReader(t *testing.T) {
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Topics = []kmsg.FetchResponseTopic{{Partitions: []kmsg.FetchResponseTopicPartition{{RecordBatches: read}}}}
 	recycled := 0
-	recycleSent([]sentBatch{{&resp.Topics[0].Partitions[0], func() { recycled++ }}})
+	recycleSent([]sentBatch{{p: &resp.Topics[0].Partitions[0], recycle: func() { recycled++ }}})
 	putFetchBufs(resp)
 	if recycled != 1 {
 		t.Fatalf("the read buffer was recycled %d times, want once", recycled)

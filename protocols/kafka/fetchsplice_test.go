@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -57,6 +58,28 @@ func TestSplicedFetchIsTheEncoding(t *testing.T) {
 				if len(fr.Topics[1].Partitions[0].RecordBatches) != sizes[1] {
 					t.Error("a sent partition lost its batch")
 				}
+
+				// The second topic's batches sent as three parts, from
+				// three places: the same bytes, each part its own piece.
+				b := fr.Topics[1].Partitions[0].RecordBatches
+				cut := [][]byte{bytes.Clone(b[:len(b)/3]), bytes.Clone(b[len(b)/3 : len(b)/2]), bytes.Clone(b[len(b)/2:])}
+				fr.Topics[1].Partitions[0].RecordBatches = nil
+				sent[1].parts = cut
+				pieces, _, ok = encodeSpliced(bytes.Clone(head), fr, sent)
+				if !ok {
+					t.Fatal("parts not spliced")
+				}
+				if got := bytes.Join(pieces, nil); !bytes.Equal(got, whole) {
+					t.Fatalf("spliced parts: %d bytes differ from the %d-byte encoding", len(got), len(whole))
+				}
+				for i, part := range cut {
+					if len(part) > 0 && !slices.ContainsFunc(pieces, func(p []byte) bool { return len(p) > 0 && &p[0] == &part[0] }) {
+						t.Errorf("part %d was copied, not written from its buffer", i)
+					}
+				}
+				if fr.Topics[1].Partitions[0].RecordBatches != nil {
+					t.Error("a partition sent in parts holds batches after the encoding")
+				}
 			})
 		}
 	}
@@ -79,5 +102,14 @@ func TestSplicedFetchFallsBack(t *testing.T) {
 	}
 	if string(fr.Topics[0].Partitions[0].RecordBatches) != "batch" {
 		t.Fatal("the batch was not put back")
+	}
+	// Batches sent in parts are joined, for the whole encoding.
+	fr.Topics[0].Partitions[0].RecordBatches = nil
+	parts := [][]byte{[]byte("bat"), []byte("ch")}
+	if _, _, ok := encodeSpliced(head, fr, []sentBatch{{p: &fr.Topics[0].Partitions[0], parts: parts}}); ok {
+		t.Fatal("spliced a response whose topic name holds the marker")
+	}
+	if string(fr.Topics[0].Partitions[0].RecordBatches) != "batch" {
+		t.Fatalf("batches sent in parts read %q after the fallback, want them joined", fr.Topics[0].Partitions[0].RecordBatches)
 	}
 }
