@@ -143,8 +143,15 @@ func TestKafkaFetchCapKeepsProgress(t *testing.T) {
 		t.Fatalf("fetch under a 1 KiB cap: error %d, %d records in %d bytes; want one whole batch", p.ErrorCode, got, len(p.RecordBatches))
 	}
 
-	cl := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxPartitionBytes(10<<20))
+	consumeKiB(t, addr, topic, n, kgo.FetchMaxPartitionBytes(10<<20))
+}
+
+// consumeKiB reads partition 0 of topic from its start with franz-go and
+// checks it holds produceKiB's n records, in order.
+func consumeKiB(t *testing.T, addr, topic string, n int, opts ...kgo.Opt) {
+	t.Helper()
+	opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	cl := kgoClient(t, addr, opts...)
 	ctx := ctxT(t)
 	for want := 0; want < n; {
 		fs := cl.PollFetches(ctx)
@@ -152,8 +159,8 @@ func TestKafkaFetchCapKeepsProgress(t *testing.T) {
 			t.Fatalf("after %d records: %v", want, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if got := int(binary.BigEndian.Uint32(r.Value)); got != want || r.Offset != int64(want) {
-				t.Fatalf("record at offset %d holds %d, want %d", r.Offset, got, want)
+			if got := int(binary.BigEndian.Uint32(r.Value)); got != want || r.Offset != int64(want) || len(r.Value) != 1024 {
+				t.Fatalf("record at offset %d holds %d (%d bytes), want %d", r.Offset, got, len(r.Value), want)
 			}
 			want++
 		})
@@ -177,20 +184,7 @@ func TestKafkaFetchOfManyBatchesReadsAsProduced(t *testing.T) {
 		t.Fatalf("a 1 MiB fetch: error %d, %d batches in %d bytes; want thirty or more", p.ErrorCode, batches, len(p.RecordBatches))
 	}
 
-	cl := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
-	ctx := ctxT(t)
-	for want := 0; want < n; {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err(); err != nil {
-			t.Fatalf("after %d records: %v", want, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if got := int(binary.BigEndian.Uint32(r.Value)); got != want || r.Offset != int64(want) || len(r.Value) != 1024 {
-				t.Fatalf("record at offset %d holds %d (%d bytes), want %d", r.Offset, got, len(r.Value), want)
-			}
-			want++
-		})
-	}
+	consumeKiB(t, addr, topic, n)
 }
 
 // countBatches counts the record batches in a fetch's records.
