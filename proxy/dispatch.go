@@ -505,7 +505,10 @@ func (s *subscription) next() *readEntry {
 		s.armWait()
 		return nil
 	}
-	es, err := s.n.store.Read(s.key.pid, s.readPos, fetchBytes)
+	// Read on: a subscription behind the high watermark has its next
+	// reads started ahead (the buffer, which the entries in s.ahead
+	// hold, is never handed back).
+	es, _, err := s.n.store.ReadOn(s.key.pid, s.readPos, fetchBytes, nil)
 	if err != nil {
 		var oor *protocols.OffsetOutOfRangeError
 		if errors.As(err, &oor) {

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -458,3 +459,38 @@ func must(t *testing.T, err error) {
 }
 
 func localPID(p int64) localstore.PartitionID { return localstore.PartitionID(p) }
+
+// TestSubscriptionReadsABacklogAhead: a subscription behind the high
+// watermark has its next reads started ahead, as a Kafka consumer's are,
+// and gets every entry, in order, as written.
+func TestSubscriptionReadsABacklogAhead(t *testing.T) {
+	f := newSubFixture(t)
+	const entries = 40 // of 256 KiB: four to a read
+	for i := range entries {
+		v := bytes.Repeat([]byte{byte(i)}, 256<<10)
+		b, err := protocols.AppendBatch(nil, protocols.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]protocols.Message{{Key: []byte(fmt.Sprint(i)), Value: v, Timestamp: 1000}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.n.Produce(context.Background(), f.p, protocols.ProduceRequest{Batch: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := f.n.Store().Metrics().ReadAheadHits
+	s := newSink()
+	c := f.subscribe(t, protocols.SubscribeRequest{Type: protocols.SubExclusive, Durable: true, Start: earliest}, s)
+	s.activeIs(t, true)
+	c.Flow(entries)
+	for i := range entries {
+		d := s.next(t)
+		if d.Offset != int64(i) || len(d.Messages) != 1 || !bytes.Equal(d.Messages[0].Value, bytes.Repeat([]byte{byte(i)}, 256<<10)) {
+			t.Fatalf("delivery %d: offset %d, %d messages; want entry %d as written", i, d.Offset, len(d.Messages), i)
+		}
+	}
+	// Ten reads: all but the first and the last few, which have less than
+	// another read's worth behind them, are served ahead.
+	if hits := f.n.Store().Metrics().ReadAheadHits - before; hits < 6 {
+		t.Errorf("%d reads served ahead, want at least 6 of the 10", hits)
+	}
+}
