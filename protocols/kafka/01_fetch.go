@@ -131,7 +131,9 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (_ *kmsg
 			if req.IsolationLevel == 1 {
 				stable = res.LastStable
 			}
-			size := 0
+			// The entries sent: those below stable, up to one that does
+			// not split (reported as a storage error).
+			size, n := 0, 0
 			for _, e := range res.Entries {
 				if e.BaseOffset >= stable {
 					break
@@ -143,32 +145,28 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (_ *kmsg
 					break
 				}
 				size += len(b)
+				n++
 			}
 			switch {
-			case size > 0 && res.Recycle != nil && sole(res.Entries, stable):
+			case size > 0 && res.Recycle != nil && n == 1:
 				// One batch (a consumer behind reads one producer batch
 				// of up to a megabyte a fetch): sent from where it was
 				// read, which is recycled once the response is written.
 				sp.RecordBatches, _ = protocols.SplitEntry(res.Entries[0].Value)
 				sent = append(sent, sentBatch{p: sp, recycle: res.Recycle})
 				res.Recycle = nil
-			case size > 0 && res.Recycle != nil && size >= sentPartMin*below(res.Entries, stable):
+			case size > 0 && res.Recycle != nil && size >= sentPartMin*n:
 				// Batches of sentPartMin or more on average: sent from
 				// where they were read, each from its own place.
-				n := below(res.Entries, stable)
-				parts := make([][]byte, 0, n)
-				for _, e := range res.Entries[:n] {
-					b, _ := protocols.SplitEntry(e.Value)
-					parts = append(parts, b)
+				parts := make([][]byte, n)
+				for i, e := range res.Entries[:n] {
+					parts[i], _ = protocols.SplitEntry(e.Value)
 				}
 				sent = append(sent, sentBatch{p: sp, parts: parts, recycle: res.Recycle})
 				res.Recycle = nil
 			case size > 0:
 				sp.RecordBatches = getBatchBuf(size)
-				for _, e := range res.Entries {
-					if e.BaseOffset >= stable {
-						break
-					}
+				for _, e := range res.Entries[:n] {
 					b, _ := protocols.SplitEntry(e.Value)
 					sp.RecordBatches = append(sp.RecordBatches, b...)
 				}
@@ -184,20 +182,6 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (_ *kmsg
 		}
 	}
 	return resp, total, watches, urgent, sent
-}
-
-// sole says whether es's first entry is the only one below stable.
-func sole(es []protocols.StoredEntry, stable int64) bool {
-	return es[0].BaseOffset < stable && (len(es) == 1 || es[1].BaseOffset >= stable)
-}
-
-// below counts es's entries below stable.
-func below(es []protocols.StoredEntry, stable int64) int {
-	n := 0
-	for n < len(es) && es[n].BaseOffset < stable {
-		n++
-	}
-	return n
 }
 
 // sentPartMin is the smallest mean batch size at which a partition's
