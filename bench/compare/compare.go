@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -118,13 +119,17 @@ func (c Config) Validate() error {
 
 // Report is a comparison's results.
 type Report struct {
-	Start     time.Time      `json:"start"`
-	LoadStart [3]float64     `json:"load_start"`
-	LoadEnd   [3]float64     `json:"load_end"`
-	Systems   []string       `json:"systems"`
-	Rounds    int            `json:"rounds"`
-	Runs      []*perf.Result `json:"runs"`
-	Notes     []string       `json:"notes"`
+	Start     time.Time  `json:"start"`
+	LoadStart [3]float64 `json:"load_start"`
+	LoadEnd   [3]float64 `json:"load_end"`
+	// SpeedStart and SpeedEnd are the machine's speed before the first
+	// run and after the last (speedProbe, GB/s).
+	SpeedStart float64        `json:"speed_start_gbps"`
+	SpeedEnd   float64        `json:"speed_end_gbps"`
+	Systems    []string       `json:"systems"`
+	Rounds     int            `json:"rounds"`
+	Runs       []*perf.Result `json:"runs"`
+	Notes      []string       `json:"notes"`
 	// Skipped lists system/workload pairs not run, with the reason.
 	Skipped []string `json:"skipped,omitempty"`
 	// Disk is the disk probe at the first system's e2e rate (Config.Disk).
@@ -161,8 +166,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Dir == "" {
 		cfg.Dir = os.TempDir()
 	}
-	rep := &Report{Start: time.Now(), LoadStart: loadAvg(), Systems: cfg.Systems, Rounds: cfg.Rounds}
-	defer func() { rep.LoadEnd = loadAvg() }()
+	rep := &Report{Start: time.Now(), LoadStart: loadAvg(), SpeedStart: speedProbe(), Systems: cfg.Systems, Rounds: cfg.Rounds}
+	defer func() { rep.LoadEnd, rep.SpeedEnd = loadAvg(), speedProbe() }()
 	targets := make([]target, len(cfg.Systems))
 	for i, s := range cfg.Systems {
 		targets[i], _ = lookupTarget(s)
@@ -335,6 +340,32 @@ func emptyDir(dir string) error {
 	}
 	return nil
 }
+
+// speedProbe measures how fast this machine runs now: CRC-32C over a MiB
+// the CPU's caches hold, in GB/s, the best of three tries of 50 ms. On a
+// shared host the speed can change under a comparison (a neighbour's
+// load, throttling): on the machine we measure on it once fell from 30 to
+// 20 GB/s between two runs, and end-to-end latency at the same rate went
+// from 7 ms to seconds for every build. A run whose end speed differs
+// much from its start is not comparable with the runs around it.
+func speedProbe() float64 {
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	best := 0.0
+	for range 3 {
+		n, start := 0, time.Now()
+		for time.Since(start) < 50*time.Millisecond {
+			crc32.Checksum(buf, castagnoli)
+			n++
+		}
+		best = max(best, float64(n*len(buf))/time.Since(start).Seconds()/1e9)
+	}
+	return best
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func loadAvg() [3]float64 {
 	var l [3]float64

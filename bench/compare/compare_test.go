@@ -71,7 +71,7 @@ func TestCompareTiny(t *testing.T) {
 	if len(views) != 2 {
 		t.Errorf("server views of %d systems, want tern's two: %+v", len(views), rep.Views)
 	}
-	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "server disk reads in the window (MB per round): tern/kafka ", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
+	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "machine speed (CRC-32C of a cached MiB): start ", "server disk reads in the window (MB per round): tern/kafka ", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
 		}
@@ -257,6 +257,34 @@ func TestReportGivesTheClientTimer(t *testing.T) {
 	want := "client timer late (p99/max ms per round): a 4.6/13.5, 9.3/44.7; b 0.5/1.0, 0.8/2.2"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("report lacks %q:\n%s", want, out.String())
+	}
+}
+
+// The report gives the machine's speed before and after the runs, and
+// says when it changed enough to make the figures incomparable; the probe
+// itself gives a speed.
+func TestReportGivesTheMachineSpeed(t *testing.T) {
+	run := &perf.Result{Label: "a", Mode: perf.ModeProduce, WarmupSeconds: 2, Seconds: 10,
+		Publish: &perf.Figures{Messages: 10000, MsgsPerSec: 1000}}
+	for _, c := range []struct {
+		start, end float64
+		warn       bool
+	}{{30, 29, false}, {30, 20, true}, {20, 30, true}} {
+		rep := &Report{Systems: []string{"a"}, Rounds: 1, Runs: []*perf.Result{run}, SpeedStart: c.start, SpeedEnd: c.end}
+		var out bytes.Buffer
+		if err := rep.WriteTables(&out); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("machine speed (CRC-32C of a cached MiB): start %.1f GB/s, end %.1f GB/s", c.start, c.end)
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+		if got := strings.Contains(out.String(), "WARNING: the machine's speed changed"); got != c.warn {
+			t.Errorf("speed %.0f then %.0f GB/s: warned %v, want %v", c.start, c.end, got, c.warn)
+		}
+	}
+	if v := speedProbe(); v <= 0.1 {
+		t.Errorf("speed probe gave %.3f GB/s", v)
 	}
 }
 

@@ -91,6 +91,12 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		first.MessageSize, first.Partitions, first.Producers, max(first.Consumers, 1), rep.Rounds, first.WarmupSeconds, first.Seconds)
 	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
 		rep.LoadStart[0], rep.LoadStart[1], rep.LoadStart[2], rep.LoadEnd[0], rep.LoadEnd[1], rep.LoadEnd[2])
+	if rep.SpeedStart > 0 && rep.SpeedEnd > 0 {
+		fmt.Fprintf(w, "machine speed (CRC-32C of a cached MiB): start %.1f GB/s, end %.1f GB/s\n", rep.SpeedStart, rep.SpeedEnd)
+		if lo, hi := min(rep.SpeedStart, rep.SpeedEnd), max(rep.SpeedStart, rep.SpeedEnd); lo < 0.85*hi {
+			fmt.Fprintf(w, "WARNING: the machine's speed changed by %.0f %% during the run: its figures are not comparable with each other or with other runs\n", 100*(1-lo/hi))
+		}
+	}
 	base := rep.Systems[0]
 	for _, m := range []perf.Mode{perf.ModeProduce, perf.ModeConsume, perf.ModeE2E} {
 		if !slices.ContainsFunc(rep.Runs, func(r *perf.Result) bool { return r.Mode == m }) {
