@@ -24,7 +24,7 @@ func TestBenchCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench e2e: %v\n%s", err, out)
 	}
-	for _, want := range []string{"tern/kafka e2e", "publish", "end-to-end", "p99.9 ms", "load average", "server: RSS peak"} {
+	for _, want := range []string{"tern/kafka e2e", "publish", "end-to-end", "p99.9 ms", "load average", "machine speed (CRC-32C of a cached MiB): start ", "server: RSS peak"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -49,12 +49,14 @@ func TestBenchCommand(t *testing.T) {
 		Server struct {
 			RSS int64 `json:"rss_peak_bytes"`
 		} `json:"server"`
-		LoadStart []float64 `json:"load_start"`
+		LoadStart  []float64 `json:"load_start"`
+		SpeedStart float64   `json:"speed_start_gbps"`
+		SpeedEnd   float64   `json:"speed_end_gbps"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatalf("JSON: %v\n%s", err, raw)
 	}
-	if res.Mode != "produce" || res.Publish.Messages <= 0 || res.Publish.Rate <= 0 || res.Publish.Latency.P99 <= 0 || res.Server.RSS <= 0 || len(res.LoadStart) != 3 {
+	if res.Mode != "produce" || res.Publish.Messages <= 0 || res.Publish.Rate <= 0 || res.Publish.Latency.P99 <= 0 || res.Server.RSS <= 0 || len(res.LoadStart) != 3 || res.SpeedStart <= 0 || res.SpeedEnd <= 0 {
 		t.Errorf("JSON result %+v from\n%s", res, raw)
 	}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -166,8 +165,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Dir == "" {
 		cfg.Dir = os.TempDir()
 	}
-	rep := &Report{Start: time.Now(), LoadStart: loadAvg(), SpeedStart: speedProbe(), Systems: cfg.Systems, Rounds: cfg.Rounds}
-	defer func() { rep.LoadEnd, rep.SpeedEnd = loadAvg(), speedProbe() }()
+	rep := &Report{Start: time.Now(), LoadStart: perf.LoadAvg(), SpeedStart: perf.SpeedProbe(), Systems: cfg.Systems, Rounds: cfg.Rounds}
+	defer func() { rep.LoadEnd, rep.SpeedEnd = perf.LoadAvg(), perf.SpeedProbe() }()
 	targets := make([]target, len(cfg.Systems))
 	for i, s := range cfg.Systems {
 		targets[i], _ = lookupTarget(s)
@@ -339,39 +338,4 @@ func emptyDir(dir string) error {
 		}
 	}
 	return nil
-}
-
-// speedProbe measures how fast this machine runs now: CRC-32C over a MiB
-// the CPU's caches hold, in GB/s, the best of three tries of 50 ms. On a
-// shared host the speed can change under a comparison (a neighbour's
-// load, throttling): on the machine we measure on it once fell from 30 to
-// 20 GB/s between two runs, and end-to-end latency at the same rate went
-// from 7 ms to seconds for every build. A run whose end speed differs
-// much from its start is not comparable with the runs around it.
-func speedProbe() float64 {
-	buf := make([]byte, 1<<20)
-	for i := range buf {
-		buf[i] = byte(i * 7)
-	}
-	best := 0.0
-	for range 3 {
-		n, start := 0, time.Now()
-		for time.Since(start) < 50*time.Millisecond {
-			crc32.Checksum(buf, castagnoli)
-			n++
-		}
-		best = max(best, float64(n*len(buf))/time.Since(start).Seconds()/1e9)
-	}
-	return best
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func loadAvg() [3]float64 {
-	var l [3]float64
-	b, err := os.ReadFile("/proc/loadavg")
-	if err == nil {
-		_, _ = fmt.Sscan(string(b), &l[0], &l[1], &l[2])
-	}
-	return l
 }

@@ -283,8 +283,22 @@ func TestReportGivesTheMachineSpeed(t *testing.T) {
 			t.Errorf("speed %.0f then %.0f GB/s: warned %v, want %v", c.start, c.end, got, c.warn)
 		}
 	}
-	if v := speedProbe(); v <= 0.1 {
+	if v := perf.SpeedProbe(); v <= 0.1 {
 		t.Errorf("speed probe gave %.3f GB/s", v)
+	}
+	// Each round's speed, marked where it differs from the start's.
+	a := *run
+	a.SpeedStart, a.SpeedEnd = 30, 29
+	b := a
+	b.SpeedEnd = 21
+	rep := &Report{Systems: []string{"a"}, Rounds: 2, Runs: []*perf.Result{&a, &b}, SpeedStart: 30, SpeedEnd: 29}
+	var out bytes.Buffer
+	if err := rep.WriteTables(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := "machine speed (GB/s before/after per round; ! changed since the start): a 30/29, 30/21!"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, out.String())
 	}
 }
 

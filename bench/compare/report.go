@@ -91,12 +91,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		first.MessageSize, first.Partitions, first.Producers, max(first.Consumers, 1), rep.Rounds, first.WarmupSeconds, first.Seconds)
 	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
 		rep.LoadStart[0], rep.LoadStart[1], rep.LoadStart[2], rep.LoadEnd[0], rep.LoadEnd[1], rep.LoadEnd[2])
-	if rep.SpeedStart > 0 && rep.SpeedEnd > 0 {
-		fmt.Fprintf(w, "machine speed (CRC-32C of a cached MiB): start %.1f GB/s, end %.1f GB/s\n", rep.SpeedStart, rep.SpeedEnd)
-		if lo, hi := min(rep.SpeedStart, rep.SpeedEnd), max(rep.SpeedStart, rep.SpeedEnd); lo < 0.85*hi {
-			fmt.Fprintf(w, "WARNING: the machine's speed changed by %.0f %% during the run: its figures are not comparable with each other or with other runs\n", 100*(1-lo/hi))
-		}
-	}
+	perf.WriteSpeed(w, rep.SpeedStart, rep.SpeedEnd)
 	base := rep.Systems[0]
 	for _, m := range []perf.Mode{perf.ModeProduce, perf.ModeConsume, perf.ModeE2E} {
 		if !slices.ContainsFunc(rep.Runs, func(r *perf.Result) bool { return r.Mode == m }) {
@@ -162,6 +157,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		}
 		fmt.Fprint(w, timerLine(rep, m))
 		fmt.Fprint(w, diskReadLine(rep, m))
+		fmt.Fprint(w, speedLine(rep, m))
 		if m == perf.ModeE2E {
 			for _, s := range rep.Systems {
 				if rs := runsOf(rep.Runs, s, m); len(rs) > 0 {
@@ -191,34 +187,56 @@ func (rep *Report) WriteTables(w io.Writer) error {
 // fired in each round's window (p99/max): where a system's latencies rose
 // and the timer kept time, the stall was the server's; "" if no run says.
 func timerLine(rep *Report, m perf.Mode) string {
-	var parts []string
-	for _, s := range rep.Systems {
-		var rounds []string
-		for _, r := range runsOf(rep.Runs, s, m) {
-			if l := r.ClientTimerLate; l != nil {
-				rounds = append(rounds, fmt.Sprintf("%.1f/%.1f", l.P99, l.Max))
-			}
+	return roundsLine(rep, m, "client timer late (p99/max ms per round)", func(r *perf.Result) (string, bool) {
+		l := r.ClientTimerLate
+		if l == nil {
+			return "", false
 		}
-		if len(rounds) > 0 {
-			parts = append(parts, s+" "+strings.Join(rounds, ", "))
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "  client timer late (p99/max ms per round): " + strings.Join(parts, "; ") + "\n"
+		return fmt.Sprintf("%.1f/%.1f", l.P99, l.Max), true
+	})
 }
 
 // diskReadLine says, per system, how much each round's server read from
 // the disk in the window (MB): a consumer reading from the disk what it
 // could have read from memory; "" if no run says.
 func diskReadLine(rep *Report, m perf.Mode) string {
+	return roundsLine(rep, m, "server disk reads in the window (MB per round)", func(r *perf.Result) (string, bool) {
+		if r.Server == nil || r.Server.DiskReadBytes == nil {
+			return "", false
+		}
+		return fmt.Sprintf("%.0f", float64(*r.Server.DiskReadBytes)/1e6), true
+	})
+}
+
+// speedLine says, per system, the machine's speed before and after each
+// round (perf.SpeedProbe, GB/s), marking with "!" a round whose speed at
+// either end differs by 15 % or more from the speed before the first run:
+// the host changed under it; "" if no run says.
+func speedLine(rep *Report, m perf.Mode) string {
+	return roundsLine(rep, m, "machine speed (GB/s before/after per round; ! changed since the start)", func(r *perf.Result) (string, bool) {
+		if r.SpeedStart <= 0 || r.SpeedEnd <= 0 {
+			return "", false
+		}
+		mark := ""
+		_, a := perf.SpeedChanged(rep.SpeedStart, r.SpeedStart)
+		_, b := perf.SpeedChanged(rep.SpeedStart, r.SpeedEnd)
+		if a || b {
+			mark = "!"
+		}
+		return fmt.Sprintf("%.0f/%.0f%s", r.SpeedStart, r.SpeedEnd, mark), true
+	})
+}
+
+// roundsLine is a line of per-system, per-round figures under a mode's
+// table: what says each round's figure, and whether it has one; "" if no
+// run has.
+func roundsLine(rep *Report, m perf.Mode, title string, what func(*perf.Result) (string, bool)) string {
 	var parts []string
 	for _, s := range rep.Systems {
 		var rounds []string
 		for _, r := range runsOf(rep.Runs, s, m) {
-			if r.Server != nil && r.Server.DiskReadBytes != nil {
-				rounds = append(rounds, fmt.Sprintf("%.0f", float64(*r.Server.DiskReadBytes)/1e6))
+			if v, ok := what(r); ok {
+				rounds = append(rounds, v)
 			}
 		}
 		if len(rounds) > 0 {
@@ -228,7 +246,7 @@ func diskReadLine(rep *Report, m perf.Mode) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return "  server disk reads in the window (MB per round): " + strings.Join(parts, "; ") + "\n"
+	return "  " + title + ": " + strings.Join(parts, "; ") + "\n"
 }
 
 // windowOpened says, for e2e runs with a warm-up, when each round's window

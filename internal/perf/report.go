@@ -24,10 +24,14 @@ type Result struct {
 	Start       time.Time `json:"start"`
 	// LoadStart and LoadEnd are the machine's 1, 5 and 15 minute load
 	// averages when the run started and ended.
-	LoadStart     [3]float64 `json:"load_start"`
-	LoadEnd       [3]float64 `json:"load_end"`
-	WarmupSeconds float64    `json:"warmup_s"`
-	Seconds       float64    `json:"measured_s"`
+	LoadStart [3]float64 `json:"load_start"`
+	LoadEnd   [3]float64 `json:"load_end"`
+	// SpeedStart and SpeedEnd are the machine's speed (SpeedProbe, GB/s)
+	// before the run and after it.
+	SpeedStart    float64 `json:"speed_start_gbps,omitempty"`
+	SpeedEnd      float64 `json:"speed_end_gbps,omitempty"`
+	WarmupSeconds float64 `json:"warmup_s"`
+	Seconds       float64 `json:"measured_s"`
 	// CatchUpSeconds (e2e) is how long after the warm-up the window
 	// waited for the consumers to be less than 100 ms behind the
 	// producers; BehindAtWindow is how many messages acknowledged (or, at
@@ -226,6 +230,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 		res.Label, res.Mode, res.MessageSize, res.Partitions, res.Producers, res.Consumers, rate, res.WarmupSeconds, res.Seconds)
 	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
 		res.LoadStart[0], res.LoadStart[1], res.LoadStart[2], res.LoadEnd[0], res.LoadEnd[1], res.LoadEnd[2])
+	WriteSpeed(w, res.SpeedStart, res.SpeedEnd)
 	if res.Mode == ModeE2E && res.WarmupSeconds > 0 {
 		if res.BehindAtWindow > 0 {
 			fmt.Fprintf(w, "the consumers were still more than 100 ms (%d messages) behind when the window opened, %.1fs after the warm-up\n", res.BehindAtWindow, res.CatchUpSeconds)
@@ -273,4 +278,16 @@ func (res *Result) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "errors: %d\n", res.Errors)
 	}
 	return nil
+}
+
+// WriteSpeed writes the machine's speed before and after a run (or runs),
+// and a warning when it changed enough to make the figures doubtful.
+func WriteSpeed(w io.Writer, start, end float64) {
+	if start <= 0 || end <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "machine speed (CRC-32C of a cached MiB): start %.1f GB/s, end %.1f GB/s\n", start, end)
+	if d, changed := SpeedChanged(start, end); changed {
+		fmt.Fprintf(w, "WARNING: the machine's speed changed by %.0f %% during the run: its figures are not comparable with each other or with other runs\n", 100*d)
+	}
 }
