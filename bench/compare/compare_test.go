@@ -53,10 +53,7 @@ func TestCompareTiny(t *testing.T) {
 			t.Errorf("%s e2e ran at rate %d; want half its produce rate", r.Label, r.Rate)
 		}
 	}
-	var out bytes.Buffer
-	if err := rep.WriteTables(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := tables(t, rep)
 	// The tern servers' own figures of their e2e runs, and no one else's.
 	views := map[string]ServerView{}
 	for _, v := range rep.Views {
@@ -72,8 +69,8 @@ func TestCompareTiny(t *testing.T) {
 		t.Errorf("server views of %d systems, want tern's two: %+v", len(views), rep.Views)
 	}
 	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "machine speed (CRC-32C of a cached MiB): start ", "server disk reads in the window (MB per round): tern/kafka ", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("tables lack %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("tables lack %q:\n%s", want, out)
 		}
 	}
 }
@@ -183,13 +180,10 @@ func TestCompareDisk(t *testing.T) {
 			t.Errorf("disk pattern %s measured nothing: %+v", p.Pattern, p)
 		}
 	}
-	var out bytes.Buffer
-	if err := rep.WriteTables(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := tables(t, rep)
 	for _, want := range []string{"the disk at kfake's e2e rate", "log+flush", "growing"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("tables lack %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("tables lack %q:\n%s", want, out)
 		}
 	}
 }
@@ -224,16 +218,13 @@ func TestReportSaysWhenE2EWindowsOpened(t *testing.T) {
 	rep := &Report{Systems: []string{"a", "b"}, Rounds: 2, Runs: []*perf.Result{
 		run("a", 0.1, 0), run("b", 2, 4321), run("a", 0.25, 0), run("b", 0.5, 0),
 	}}
-	var out bytes.Buffer
-	if err := rep.WriteTables(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := tables(t, rep)
 	for _, want := range []string{
 		"a e2e rate: 1000 msgs/s; window opened 0.10s, 0.25s after the warm-up",
 		"b e2e rate: 1000 msgs/s; window opened 2.00s (still 4321 messages behind), 0.50s after the warm-up",
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
 }
@@ -250,13 +241,10 @@ func TestReportGivesTheClientTimer(t *testing.T) {
 	rep := &Report{Systems: []string{"a", "b"}, Rounds: 2, Runs: []*perf.Result{
 		run("a", 4.59, 13.51), run("b", 0.5, 1), run("a", 9.29, 44.67), run("b", 0.75, 2.25),
 	}}
-	var out bytes.Buffer
-	if err := rep.WriteTables(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := tables(t, rep)
 	want := "client timer late (p99/max ms per round): a 4.6/13.5, 9.3/44.7; b 0.5/1.0, 0.8/2.2"
-	if !strings.Contains(out.String(), want) {
-		t.Errorf("report lacks %q:\n%s", want, out.String())
+	if !strings.Contains(out, want) {
+		t.Errorf("report lacks %q:\n%s", want, out)
 	}
 }
 
@@ -271,15 +259,12 @@ func TestReportGivesTheMachineSpeed(t *testing.T) {
 		warn       bool
 	}{{30, 29, false}, {30, 20, true}, {20, 30, true}} {
 		rep := &Report{Systems: []string{"a"}, Rounds: 1, Runs: []*perf.Result{run}, SpeedStart: c.start, SpeedEnd: c.end}
-		var out bytes.Buffer
-		if err := rep.WriteTables(&out); err != nil {
-			t.Fatal(err)
-		}
+		out := tables(t, rep)
 		want := fmt.Sprintf("machine speed (CRC-32C of a cached MiB): start %.1f GB/s, end %.1f GB/s", c.start, c.end)
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
 		}
-		if got := strings.Contains(out.String(), "WARNING: the machine's speed changed"); got != c.warn {
+		if got := strings.Contains(out, "WARNING: the machine's speed changed"); got != c.warn {
 			t.Errorf("speed %.0f then %.0f GB/s: warned %v, want %v", c.start, c.end, got, c.warn)
 		}
 	}
@@ -292,13 +277,10 @@ func TestReportGivesTheMachineSpeed(t *testing.T) {
 	b := a
 	b.SpeedEnd = 21
 	rep := &Report{Systems: []string{"a"}, Rounds: 2, Runs: []*perf.Result{&a, &b}, SpeedStart: 30, SpeedEnd: 29}
-	var out bytes.Buffer
-	if err := rep.WriteTables(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := tables(t, rep)
 	want := "machine speed (GB/s before/after per round; ! changed since the start): a 30/29, 30/21!"
-	if !strings.Contains(out.String(), want) {
-		t.Errorf("report lacks %q:\n%s", want, out.String())
+	if !strings.Contains(out, want) {
+		t.Errorf("report lacks %q:\n%s", want, out)
 	}
 }
 
@@ -330,4 +312,14 @@ tern_pulsar_publish_seconds_count 10
 	if !strings.Contains(line, "tern/pulsar round 1: Pulsar publish over the last bucket, fdatasync <=2") {
 		t.Fatalf("view line: %q", line)
 	}
+}
+
+// tables is rep's tables as WriteTables writes them.
+func tables(t *testing.T, rep *Report) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := rep.WriteTables(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
