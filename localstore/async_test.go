@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 
 // gateFS holds every segment fdatasync while its gate is shut.
 type gateFS struct {
-	vfs.FS
+	segSyncFS
 	mu      sync.Mutex
 	cond    *sync.Cond
 	shut    bool
@@ -24,7 +23,8 @@ type gateFS struct {
 }
 
 func newGateFS() *gateFS {
-	g := &gateFS{FS: vfs.NewMem()}
+	g := &gateFS{}
+	g.segSyncFS = segSyncFS{FS: vfs.NewMem(), before: g.wait}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -49,29 +49,16 @@ func (g *gateFS) held() bool {
 	return false
 }
 
-type gateFile struct {
-	vfs.File
-	g *gateFS
-}
-
-func (f gateFile) SyncData() error {
-	f.g.mu.Lock()
-	f.g.waiting++
-	f.g.cond.Broadcast()
-	for f.g.shut {
-		f.g.cond.Wait()
+// wait holds an fdatasync while the gate is shut.
+func (g *gateFS) wait() {
+	g.mu.Lock()
+	g.waiting++
+	g.cond.Broadcast()
+	for g.shut {
+		g.cond.Wait()
 	}
-	f.g.waiting--
-	f.g.mu.Unlock()
-	return f.File.SyncData()
-}
-
-func (g *gateFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := g.FS.Create(name, c)
-	if err != nil || !strings.HasSuffix(name, ".seg") {
-		return f, err
-	}
-	return gateFile{f, g}, nil
+	g.waiting--
+	g.mu.Unlock()
 }
 
 // An async append is acknowledged once its records are written, before

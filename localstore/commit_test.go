@@ -2,7 +2,6 @@ package localstore
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,11 +12,17 @@ import (
 // firstSyncFS holds the first segment fdatasync after arm until release,
 // and counts the ones that begin while it is held.
 type firstSyncFS struct {
-	vfs.FS
+	segSyncFS
 	mu             sync.Mutex
 	armed, holding bool
 	release        chan struct{}
 	during         int
+}
+
+func newFirstSyncFS() *firstSyncFS {
+	fs := &firstSyncFS{}
+	fs.segSyncFS = segSyncFS{FS: vfs.NewMem(), before: fs.beforeSync}
+	return fs
 }
 
 func (fs *firstSyncFS) arm() {
@@ -32,13 +37,9 @@ func (fs *firstSyncFS) state() (holding bool, during int) {
 	return fs.holding, fs.during
 }
 
-type firstSyncFile struct {
-	vfs.File
-	fs *firstSyncFS
-}
-
-func (f firstSyncFile) SyncData() error {
-	fs := f.fs
+// beforeSync holds the first fdatasync after arm until release, and
+// counts those that begin meanwhile.
+func (fs *firstSyncFS) beforeSync() {
 	fs.mu.Lock()
 	if fs.holding {
 		fs.during++
@@ -56,15 +57,6 @@ func (f firstSyncFile) SyncData() error {
 		fs.holding = false
 		fs.mu.Unlock()
 	}
-	return f.File.SyncData()
-}
-
-func (fs *firstSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, c)
-	if err != nil || !strings.HasSuffix(name, ".seg") {
-		return f, err
-	}
-	return firstSyncFile{f, fs}, nil
 }
 
 // until polls cond for up to 10 s.
@@ -83,7 +75,7 @@ func until(cond func() bool) bool {
 // before the held fdatasync began may be in a file that fdatasync took, and
 // the later one need not cover it.
 func TestCommitterOverlapsFdatasyncsAndAppliesInOrder(t *testing.T) {
-	fs := &firstSyncFS{FS: vfs.NewMem()}
+	fs := newFirstSyncFS()
 	if err := fs.MkdirAll("/d", 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -83,4 +84,29 @@ func openTopic(t testing.TB, cfg Config, name string) (*Store, PartitionID) {
 		t.Fatal(err)
 	}
 	return s, tm.PIDs[0]
+}
+
+// segSyncFS calls before ahead of every fdatasync of a segment file it
+// made: tests hold or count the segments' syncs with it.
+type segSyncFS struct {
+	vfs.FS
+	before func()
+}
+
+func (fs segSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil || !strings.HasSuffix(name, ".seg") {
+		return f, err
+	}
+	return segSyncFile{f, fs.before}, nil
+}
+
+type segSyncFile struct {
+	vfs.File
+	before func()
+}
+
+func (f segSyncFile) SyncData() error {
+	f.before()
+	return f.File.SyncData()
 }
