@@ -165,13 +165,14 @@ func (p *producer) Close() error {
 // NewConsumer implements perf.Driver: consumer index of count reads the
 // streams of partitions p with p % count == index from the start through
 // ordered consumers.
-func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func([]byte)) (perf.Consumer, error) {
+func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func([][]byte)) (perf.Consumer, error) {
 	nc, js, err := d.connect()
 	if err != nil {
 		return nil, err
 	}
 	c := &consumer{nc: nc}
-	var mu sync.Mutex // handle is called from one goroutine at a time
+	var mu sync.Mutex        // handle is called from one goroutine at a time
+	one := make([][]byte, 1) // the client hands messages over one at a time
 	for p := index; p < partitions; p += count {
 		oc, err := js.OrderedConsumer(ctx, stream(topic, p), jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 		if err != nil {
@@ -180,7 +181,8 @@ func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, inde
 		}
 		cc, err := oc.Consume(func(m jetstream.Msg) {
 			mu.Lock()
-			handle(m.Data())
+			one[0] = m.Data()
+			handle(one)
 			mu.Unlock()
 		})
 		if err != nil {

@@ -134,7 +134,7 @@ func (p *producer) Close() error {
 }
 
 // NewConsumer implements perf.Driver.
-func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func([]byte)) (perf.Consumer, error) {
+func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func([][]byte)) (perf.Consumer, error) {
 	var topics []string
 	for p := index; p < partitions; p += count {
 		topics = append(topics, fmt.Sprintf("%s-partition-%d", d.topic(topic), p))
@@ -161,6 +161,7 @@ func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, inde
 	go func() {
 		defer c.wg.Done()
 		ch := cons.Chan()
+		one := make([][]byte, 1) // the client hands messages over one at a time
 		for {
 			select {
 			case <-c.stop:
@@ -169,7 +170,8 @@ func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, inde
 				if !ok {
 					return
 				}
-				handle(m.Payload())
+				one[0] = m.Payload()
+				handle(one)
 				_ = cons.Ack(m.Message)
 			}
 		}

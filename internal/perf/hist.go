@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"encoding/binary"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,8 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMa
 type recorder struct {
 	// measuring is set during the measured window.
 	measuring atomic.Bool
-	// from and to bound the send times (Unix ns) of the messages whose
-	// latencies are the window's: [from, to).
+	// from and to bound the send times (timestamps, see nanotime) of the
+	// messages whose latencies are the window's: [from, to).
 	from, to atomic.Int64
 
 	// interval counters, swapped out by each progress line.
@@ -57,30 +58,86 @@ func newRecorder() *recorder {
 	return r
 }
 
-// record counts one completion of size bytes, of a message sent at sent
-// (Unix ns); sent 0 means no latency.
+// clockBase anchors the load generator's timestamps: a message's send and
+// receive times are nanoseconds since it on the monotonic clock (see
+// nanotime). It lies a second before the process started, so no reading
+// is 0, which means "no timestamp".
+var clockBase = time.Now().Add(-time.Second)
+
+// nanotime is now as a timestamp. Reading the monotonic clock alone takes
+// one clock read where time.Now takes two (27 against 48 ns on the test
+// machine); at a million messages a second, sent and received, the
+// difference is a tenth of a core taken from the system under test.
+func nanotime() int64 { return int64(time.Since(clockBase)) }
+
+// stamp is t as a timestamp; t must carry a monotonic reading (come from
+// time.Now).
+func stamp(t time.Time) int64 { return int64(t.Sub(clockBase)) }
+
+// record counts one completion of size bytes, now, of a message sent at
+// sent (a timestamp); sent 0 means no latency.
 func (r *recorder) record(size int, sent int64) {
+	var now int64
+	if sent != 0 {
+		now = nanotime()
+	}
 	r.n.Add(1)
 	r.bytes.Add(int64(size))
 	r.total.Add(1)
-	var us int64
-	if sent != 0 {
-		us = min(max((time.Now().UnixNano()-sent)/int64(time.Microsecond), histMin), histMax)
-	}
-	inWindow := sent != 0 && sent >= r.from.Load() && sent < r.to.Load()
-	measuring := r.measuring.Load()
+	from, to, measuring := r.from.Load(), r.to.Load(), r.measuring.Load()
 	r.mu.Lock()
+	r.addLocked(size, sent, now, from, to, measuring)
+	r.mu.Unlock()
+}
+
+// recordAll counts, under one lock, the completions of the messages whose
+// payloads were received together at now (a timestamp; 0 for no
+// latencies), each sent at the time it starts with (see sentOf).
+func (r *recorder) recordAll(ps [][]byte, now int64) {
+	var bytes int64
+	for _, p := range ps {
+		bytes += int64(len(p))
+	}
+	r.n.Add(int64(len(ps)))
+	r.bytes.Add(bytes)
+	r.total.Add(int64(len(ps)))
+	from, to, measuring := r.from.Load(), r.to.Load(), r.measuring.Load()
+	r.mu.Lock()
+	for _, p := range ps {
+		var sent int64
+		if now != 0 {
+			sent = sentOf(p)
+		}
+		r.addLocked(len(p), sent, now, from, to, measuring)
+	}
+	r.mu.Unlock()
+}
+
+// sentOf is the send time a payload starts with; 0 (no latency) if it is
+// too short to hold one.
+func sentOf(p []byte) int64 {
+	if len(p) < minMessageSize {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(p))
+}
+
+// addLocked records one completion at now of a message sent at sent (0:
+// no latency) into the interval and, when it is the window's, the
+// window; from, to and measuring are the window's as loaded before. r.mu
+// is held.
+func (r *recorder) addLocked(size int, sent, now, from, to int64, measuring bool) {
 	if sent != 0 {
+		us := min(max((now-sent)/int64(time.Microsecond), histMin), histMax)
 		_ = r.mu.interval.RecordValue(us)
+		if sent >= from && sent < to {
+			_ = r.mu.window.RecordValue(us)
+		}
 	}
 	if measuring {
 		r.mu.wn++
 		r.mu.wbytes += int64(size)
 	}
-	if inWindow {
-		_ = r.mu.window.RecordValue(us)
-	}
-	r.mu.Unlock()
 }
 
 // tick returns the interval's counts and latency histogram and starts a

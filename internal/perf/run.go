@@ -91,7 +91,7 @@ type run struct {
 
 	// settle, if set, runs between the warm-up and the window.
 	settle func(context.Context) error
-	// loadStart is when the producers' schedules start (UnixNano; 0
+	// loadStart is when the producers' schedules start (a timestamp; 0
 	// before): message k of each is due k/rate after it.
 	loadStart atomic.Int64
 	// stopped is set once the window is over: errors from then on come
@@ -162,7 +162,7 @@ func (r *run) producers(ctx context.Context, stop <-chan struct{}, limit int64, 
 	}
 	rate := float64(r.cfg.Rate) / float64(n)
 	start := time.Now()
-	r.loadStart.Store(start.UnixNano())
+	r.loadStart.Store(stamp(start))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		share := int64(-1)
@@ -200,7 +200,7 @@ func (r *run) prime(ctx context.Context, ps []Producer) error {
 	errc := make(chan error, len(ps))
 	for _, p := range ps {
 		b := make([]byte, r.cfg.MessageSize)
-		binary.LittleEndian.PutUint64(b, uint64(time.Now().UnixNano()))
+		binary.LittleEndian.PutUint64(b, uint64(nanotime()))
 		p.Send(ctx, b, func(err error) {
 			if err == nil {
 				r.pub.record(len(b), 0)
@@ -236,6 +236,10 @@ func (r *run) produceLoop(ctx context.Context, stop <-chan struct{}, p Producer,
 	size := r.cfg.MessageSize
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	begin := stamp(start)
+	// last is the latest clock read: a message due by then is late, and
+	// needs no other read to say so.
+	var last int64
 	for k := int64(0); limit < 0 || k < limit; k++ {
 		select {
 		case <-stop:
@@ -244,47 +248,48 @@ func (r *run) produceLoop(ctx context.Context, stop <-chan struct{}, p Producer,
 			return
 		default:
 		}
-		now := time.Now()
-		t0 := now
+		var t0 int64
 		if rate > 0 {
-			due := start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
-			// Waiting costs a timer; sending up to half a millisecond
-			// early costs nothing (latency then counts from the send).
-			if wait := due.Sub(now); wait > 500*time.Microsecond {
-				timer.Reset(wait)
-				select {
-				case <-timer.C:
-				case <-stop:
-					return
-				case <-ctx.Done():
-					return
+			due := begin + int64(float64(k)/rate*float64(time.Second))
+			if due > last {
+				last = nanotime()
+				// Waiting costs a timer; sending up to half a
+				// millisecond early costs nothing (latency then counts
+				// from the send).
+				if wait := time.Duration(due - last); wait > 500*time.Microsecond {
+					timer.Reset(wait)
+					select {
+					case <-timer.C:
+					case <-stop:
+						return
+					case <-ctx.Done():
+						return
+					}
+					last = nanotime()
 				}
-				now = time.Now()
 			}
 			// Late: count from when it was due. Early: from the send.
-			if due.Before(now) {
-				t0 = due
-			} else {
-				t0 = now
-			}
+			t0 = min(due, last)
+		} else {
+			t0 = nanotime()
 		}
 		bp := r.payload()
 		buf := *bp
-		binary.LittleEndian.PutUint64(buf, uint64(t0.UnixNano()))
+		binary.LittleEndian.PutUint64(buf, uint64(t0))
 		p.Send(ctx, buf, func(err error) {
 			if err != nil {
 				r.fail(err)
 			} else {
-				r.pub.record(size, t0.UnixNano())
+				r.pub.record(size, t0)
 			}
 			r.payloads.Put(bp)
 		})
 	}
 }
 
-// consumers starts cfg.Consumers consumers; handle is called for every
-// message.
-func (r *run) consumers(ctx context.Context, handle func([]byte)) ([]Consumer, error) {
+// consumers starts cfg.Consumers consumers; handle is called with the
+// messages each receives (see Driver.NewConsumer).
+func (r *run) consumers(ctx context.Context, handle func([][]byte)) ([]Consumer, error) {
 	cs := make([]Consumer, 0, r.cfg.Consumers)
 	for i := range r.cfg.Consumers {
 		c, err := r.d.NewConsumer(ctx, r.cfg.Topic, r.cfg.Partitions, i, r.cfg.Consumers, handle)
@@ -406,9 +411,9 @@ var timerSleep = time.Sleep
 // this wake too; a stall of the system under test does not.
 func (r *run) probeTimer(ctx context.Context) {
 	for ctx.Err() == nil {
-		due := time.Now().Add(TimerPeriod)
+		due := nanotime() + int64(TimerPeriod)
 		timerSleep(TimerPeriod)
-		r.late.record(0, due.UnixNano())
+		r.late.record(0, due)
 	}
 }
 
@@ -425,7 +430,7 @@ func (r *run) dueBy(t time.Time) int64 {
 		return 0
 	}
 	n := int64(r.cfg.Producers)
-	since := t.UnixNano() - start
+	since := stamp(t) - start
 	if since < 0 {
 		return n
 	}
@@ -441,7 +446,7 @@ func (r *run) open(ctx context.Context) {
 	r.clientCPU = selfCPU()
 	r.sampleServer(ctx, true)
 	for _, rec := range []*recorder{r.pub, r.con, r.late} {
-		rec.from.Store(r.windowStart.UnixNano())
+		rec.from.Store(stamp(r.windowStart))
 		rec.measuring.Store(true)
 	}
 	r.phase.Store("measure")
@@ -461,7 +466,7 @@ func (r *run) measure(ctx context.Context, early <-chan struct{}) error {
 	r.windowEnd = time.Now()
 	for _, rec := range []*recorder{r.pub, r.con, r.late} {
 		rec.measuring.Store(false)
-		rec.to.Store(r.windowEnd.UnixNano())
+		rec.to.Store(stamp(r.windowEnd))
 	}
 	r.clientCPU = selfCPU() - r.clientCPU
 	r.phase.Store("drain")
@@ -533,8 +538,8 @@ func (r *run) runConsume(ctx context.Context) error {
 		// had read meanwhile.
 		r.open(ctx)
 	}
-	cs, err := r.consumers(ctx, func(p []byte) {
-		r.con.record(len(p), 0)
+	cs, err := r.consumers(ctx, func(ps [][]byte) {
+		r.con.recordAll(ps, 0)
 		n := r.con.total.Load()
 		if n >= warmTarget {
 			warmOnce.Do(func() { close(warm) })
@@ -554,12 +559,9 @@ func (r *run) runConsume(ctx context.Context) error {
 }
 
 func (r *run) runE2E(ctx context.Context) error {
-	cs, err := r.consumers(ctx, func(p []byte) {
-		var sent int64
-		if len(p) >= minMessageSize {
-			sent = int64(binary.LittleEndian.Uint64(p))
-		}
-		r.con.record(len(p), sent)
+	cs, err := r.consumers(ctx, func(ps [][]byte) {
+		// One clock read for the messages received together.
+		r.con.recordAll(ps, nanotime())
 	})
 	if err != nil {
 		return err

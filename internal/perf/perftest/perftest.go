@@ -113,10 +113,10 @@ type Counting struct {
 }
 
 // NewConsumer wraps the driver's, counting each payload.
-func (c *Counting) NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func([]byte)) (perf.Consumer, error) {
-	return c.Driver.NewConsumer(ctx, topic, partitions, index, count, func(p []byte) {
-		c.Received.Add(1)
-		handle(p)
+func (c *Counting) NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func([][]byte)) (perf.Consumer, error) {
+	return c.Driver.NewConsumer(ctx, topic, partitions, index, count, func(ps [][]byte) {
+		c.Received.Add(int64(len(ps)))
+		handle(ps)
 	})
 }
 

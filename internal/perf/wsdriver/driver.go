@@ -139,7 +139,7 @@ func (p *producer) Close() error { return p.p.Close() }
 
 // NewConsumer implements perf.Driver: a reader session from the earliest
 // message on each partition p with p % count == index.
-func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func([]byte)) (perf.Consumer, error) {
+func (d *Driver) NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func([][]byte)) (perf.Consumer, error) {
 	c := &consumer{stop: make(chan struct{})}
 	for p := index; p < partitions; p += count {
 		q := url.Values{}
@@ -183,12 +183,14 @@ func (c *consumer) fail(err error) {
 	c.mu.Unlock()
 }
 
-// read hands each message of one session to handle and acknowledges it,
-// until the session ends.
-func (c *consumer) read(s *wsclient.Consumer, handle func([]byte)) {
+// read hands each message of one session to handle, alone (the session
+// delivers them one at a time), and acknowledges it, until the session
+// ends.
+func (c *consumer) read(s *wsclient.Consumer, handle func([][]byte)) {
 	defer c.wg.Done()
 	ctx := context.Background()
 	var buf []byte
+	one := make([][]byte, 1)
 	for {
 		m, err := s.Next(ctx)
 		if err != nil {
@@ -204,7 +206,8 @@ func (c *consumer) read(s *wsclient.Consumer, handle func([]byte)) {
 			c.fail(err)
 			return
 		}
-		handle(buf)
+		one[0] = buf
+		handle(one)
 		if err := s.Ack(ctx, m.MessageID); err != nil {
 			c.fail(err)
 			return
