@@ -16,11 +16,12 @@ type Driver interface {
 	// NewProducer returns a producer publishing to topic.
 	NewProducer(ctx context.Context, topic string) (Producer, error)
 	// NewConsumer starts consumer index of count on topic, reading from
-	// the start of its share of the partitions, and calls handle from one
-	// goroutine until Close with the payloads of the messages it received
-	// together (one poll's, or one message where the client hands them
-	// over one at a time): the load generator reads the clock once for
-	// them. The slice and payloads are valid only during the call.
+	// the start of its share of the partitions, and calls handle until
+	// Close with the payloads of the messages it received together (one
+	// poll's, or one message where the client hands them over one at a
+	// time): the load generator reads the clock once for them. Calls may
+	// come from several goroutines at once (one per partition session,
+	// say). The slice and payloads are valid only during the call.
 	NewConsumer(ctx context.Context, topic string, partitions, index, count int, handle func(payloads [][]byte)) (Consumer, error)
 	// Close releases what the driver holds.
 	Close() error
