@@ -211,8 +211,8 @@ func (d *Driver) NewProducer(ctx context.Context, topic string) (perf.Producer, 
 type producer struct{ cl *kgo.Client }
 
 // records holds the kgo.Records of sends whose promises ran, for reuse:
-// kgo no longer holds a record once its promise returns. A record (about
-// 190 bytes) a message was the load generator's largest allocation.
+// kgo no longer holds a record once its promise returns. A record (160
+// bytes) a message was the load generator's largest allocation.
 var records = sync.Pool{New: func() any { return new(kgo.Record) }}
 
 func (p *producer) Send(ctx context.Context, payload []byte, done func(error)) {
