@@ -250,15 +250,15 @@ func AppendBatch(dst []byte, spec BatchSpec, msgs []Message, c *Compressor) ([]b
 	base := msgs[0].Timestamp
 	maxTs := base
 	size := BatchHeaderSize
-	// Two passes over one kmsg.Record, sizing then writing, so a batch
-	// costs no allocation per message (nor a slice of records).
-	var rec kmsg.Record
-	var hdrs []kmsg.Header
+	// Sized from the messages, then written through one kmsg.Record, so
+	// a batch costs no allocation per message (nor a slice of records).
 	for i := range msgs {
 		maxTs = max(maxTs, msgs[i].Timestamp)
-		hdrs = fillRecord(&rec, hdrs, &msgs[i], i, base)
-		size += varintLen(int64(rec.Length)) + int(rec.Length)
+		n := messageBodyLen(&msgs[i], i, base)
+		size += varintLen(int64(n)) + n
 	}
+	var rec kmsg.Record
+	var hdrs []kmsg.Header
 	start := len(dst)
 	dst = slices.Grow(dst, size)
 	dst = append(dst, make([]byte, BatchHeaderSize)...)
@@ -310,15 +310,17 @@ func fillRecord(rec *kmsg.Record, hdrs []kmsg.Header, m *Message, i int, base in
 		Value:            m.Value,
 		Headers:          hdrs,
 	}
-	rec.Length = int32(recordBodyLen(rec))
+	rec.Length = int32(messageBodyLen(m, i, base))
 	return hdrs
 }
 
-// recordBodyLen is the encoded size of a record after its length varint.
-func recordBodyLen(r *kmsg.Record) int {
-	n := 1 + varintLen(r.TimestampDelta64) + varintLen(int64(r.OffsetDelta))
-	n += bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
-	for _, h := range r.Headers {
+// messageBodyLen is the encoded size of the record fillRecord makes of
+// message i of a batch whose first timestamp is base, after its length
+// varint: attributes, timestamp and offset deltas, key, value, headers.
+func messageBodyLen(m *Message, i int, base int64) int {
+	n := 1 + varintLen(m.Timestamp-base) + varintLen(int64(i))
+	n += bytesLen(m.Key) + bytesLen(m.Value) + varintLen(int64(len(m.Headers)))
+	for _, h := range m.Headers {
 		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
 	}
 	return n

@@ -22,7 +22,9 @@ func referenceBatch(spec BatchSpec, msgs []Message, c *Compressor) []byte {
 		for _, h := range m.Headers {
 			rec.Headers = append(rec.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
 		}
-		rec.Length = int32(recordBodyLen(&rec))
+		// kmsg's own encoding gives the length: the body encoded behind a
+		// zero length (one byte).
+		rec.Length = int32(len(rec.AppendTo(nil)) - 1)
 		records = rec.AppendTo(records)
 	}
 	attrs := int16(spec.Codec) & AttrCodecMask
