@@ -122,7 +122,10 @@ func AppendBatchMessage(dst []byte, md *pb.SingleMessageMetadata, payload []byte
 	}
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	dst, err := marshalChecked.MarshalAppend(dst, md)
+	// Its one required field, payload_size, is set above: the check for
+	// required fields that marshalChecked makes would only walk each
+	// message's fields again.
+	dst, err := marshalPartial.MarshalAppend(dst, md)
 	if err != nil {
 		return dst[:start], fmt.Errorf("%w: single message metadata: %w", ErrEncode, err)
 	}

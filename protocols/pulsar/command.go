@@ -35,6 +35,7 @@ var (
 var (
 	unmarshalPartial = proto.UnmarshalOptions{AllowPartial: true}
 	marshalChecked   = proto.MarshalOptions{}
+	marshalPartial   = proto.MarshalOptions{AllowPartial: true}
 )
 
 // DecodeCommand decodes an encoded BaseCommand into cmd and checks it: its
