@@ -57,6 +57,10 @@ func TestBatchErrors(t *testing.T) {
 		{"metadata size past end", append(u32(1000), data[4:]...), 3},
 		{"garbage metadata", append(u32(3), 0xff, 0xff, 0xff), 1},
 		{"missing payload_size", append(u32(2), 0x10, 0x01), 1},
+		// properties {key: "k"} and payload_size 0: a KeyValue's value is
+		// required too, and so is its key.
+		{"property without value", append(u32(7), 0x0a, 0x03, 0x0a, 0x01, 'k', 0x18, 0x00), 1},
+		{"property without key", append(u32(7), 0x0a, 0x03, 0x12, 0x01, 'v', 0x18, 0x00), 1},
 		{"negative payload_size", append(u32(11), 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01), 1},
 		{"payload_size past end", append(u32(2), 0x18, 0x7f), 1},
 		{"trailing bytes", append(bytes.Clone(data[:first+10]), 0), 1},
