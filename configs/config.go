@@ -200,6 +200,12 @@ type Kafka struct {
 	// fetches again. Each fetch in flight holds a few times this in the
 	// node's heap. Default 4MiB.
 	FetchMaxBytes Bytes `yaml:"fetch_max_bytes"`
+	// FetchSessionSlots bounds the fetch sessions (KIP-227) the node keeps
+	// (Kafka's max.incremental.fetch.session.cache.slots). A consumer with
+	// a session names only the partitions whose offset moved in its
+	// fetches, and hears only of partitions with news. 0 keeps none, and
+	// consumers send full fetches. Default 1000.
+	FetchSessionSlots int `yaml:"fetch_session_slots"`
 }
 
 // Log configures the node's logging.
@@ -273,7 +279,7 @@ func builtin() Node {
 		},
 		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20, HeapLimit: 72 << 20},
 		Retention: Retention{MaxAge: Duration(7 * 24 * time.Hour), MaxBytes: -1, CheckInterval: Duration(time.Minute)},
-		Kafka:     Kafka{Namespace: "public/default", AutoCreateTopics: true, DefaultPartitions: 1, FetchMaxBytes: 4 << 20},
+		Kafka:     Kafka{Namespace: "public/default", AutoCreateTopics: true, DefaultPartitions: 1, FetchMaxBytes: 4 << 20, FetchSessionSlots: 1000},
 		Log:       Log{Level: "info", Format: "text"},
 
 		Replication: defaultReplication(),
@@ -420,6 +426,9 @@ func (n Node) Validate() error {
 	}
 	if n.Kafka.FetchMaxBytes < 1<<10 || n.Kafka.FetchMaxBytes > 1<<30 {
 		bad("kafka.fetch_max_bytes", "%v: want 1KiB to 1GiB", n.Kafka.FetchMaxBytes)
+	}
+	if n.Kafka.FetchSessionSlots < 0 || n.Kafka.FetchSessionSlots > 1_000_000 {
+		bad("kafka.fetch_session_slots", "%d: want 0 (none) to 1000000", n.Kafka.FetchSessionSlots)
 	}
 	switch n.Log.Level {
 	case "debug", "info", "warn", "error":

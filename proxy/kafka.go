@@ -19,6 +19,7 @@ func (n *Node) kafkaServer() ProtocolServer {
 	cfg.MaxRequestBytes = max(cfg.MaxRequestBytes, int(n.cfg.Limits.MaxMessageBytes)+1<<20)
 	cfg.MaxConnections = n.cfg.Limits.MaxConnections
 	cfg.FetchMaxBytes = int(n.cfg.Kafka.FetchMaxBytes)
+	cfg.FetchSessionSlots = n.cfg.Kafka.FetchSessionSlots
 	cfg.Logger = n.log
 	cfg.Now = n.opts.Now
 	cfg.ObserveRequest = n.observeKafkaRequest
@@ -102,12 +103,16 @@ type kafkaCollector struct{ n *Node }
 
 var (
 	kafkaDescs = map[string]*prometheus.Desc{
-		"tern_kafka_connections":            prometheus.NewDesc("tern_kafka_connections", "Open Kafka client connections.", labels, nil),
-		"tern_kafka_connections_total":      prometheus.NewDesc("tern_kafka_connections_total", "Kafka connections accepted since start.", labels, nil),
-		"tern_kafka_protocol_errors_total":  prometheus.NewDesc("tern_kafka_protocol_errors_total", "Kafka connections closed for a protocol violation.", labels, nil),
-		"tern_kafka_produced_batches_total": prometheus.NewDesc("tern_kafka_produced_batches_total", "Record batches appended through Kafka.", labels, nil),
-		"tern_kafka_produced_records_total": prometheus.NewDesc("tern_kafka_produced_records_total", "Records appended through Kafka.", labels, nil),
-		"tern_kafka_fetched_bytes_total":    prometheus.NewDesc("tern_kafka_fetched_bytes_total", "Record bytes sent in Kafka fetch responses.", labels, nil),
+		"tern_kafka_connections":                   prometheus.NewDesc("tern_kafka_connections", "Open Kafka client connections.", labels, nil),
+		"tern_kafka_connections_total":             prometheus.NewDesc("tern_kafka_connections_total", "Kafka connections accepted since start.", labels, nil),
+		"tern_kafka_protocol_errors_total":         prometheus.NewDesc("tern_kafka_protocol_errors_total", "Kafka connections closed for a protocol violation.", labels, nil),
+		"tern_kafka_produced_batches_total":        prometheus.NewDesc("tern_kafka_produced_batches_total", "Record batches appended through Kafka.", labels, nil),
+		"tern_kafka_produced_records_total":        prometheus.NewDesc("tern_kafka_produced_records_total", "Records appended through Kafka.", labels, nil),
+		"tern_kafka_fetched_bytes_total":           prometheus.NewDesc("tern_kafka_fetched_bytes_total", "Record bytes sent in Kafka fetch responses.", labels, nil),
+		"tern_kafka_fetch_sessions":                prometheus.NewDesc("tern_kafka_fetch_sessions", "Kafka fetch sessions (KIP-227) open.", labels, nil),
+		"tern_kafka_fetch_session_partitions":      prometheus.NewDesc("tern_kafka_fetch_session_partitions", "Partitions held by open Kafka fetch sessions.", labels, nil),
+		"tern_kafka_incremental_fetches_total":     prometheus.NewDesc("tern_kafka_incremental_fetches_total", "Kafka fetches served on a fetch session.", labels, nil),
+		"tern_kafka_fetch_session_evictions_total": prometheus.NewDesc("tern_kafka_fetch_session_evictions_total", "Kafka fetch sessions closed to open another.", labels, nil),
 	}
 	kafkaRequests = prometheus.NewDesc("tern_kafka_requests_total", "Kafka requests by API.", append([]string{"api"}, labels...), nil)
 )
@@ -135,6 +140,10 @@ func (c kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 	emit("tern_kafka_produced_batches_total", prometheus.CounterValue, m.ProducedBatches)
 	emit("tern_kafka_produced_records_total", prometheus.CounterValue, m.ProducedRecords)
 	emit("tern_kafka_fetched_bytes_total", prometheus.CounterValue, m.FetchedBytes)
+	emit("tern_kafka_fetch_sessions", prometheus.GaugeValue, m.FetchSessions)
+	emit("tern_kafka_fetch_session_partitions", prometheus.GaugeValue, m.FetchSessionPartitions)
+	emit("tern_kafka_incremental_fetches_total", prometheus.CounterValue, m.IncrementalFetches)
+	emit("tern_kafka_fetch_session_evictions_total", prometheus.CounterValue, m.FetchSessionEvictions)
 	for api, v := range m.Requests {
 		ch <- prometheus.MustNewConstMetric(kafkaRequests, prometheus.CounterValue, float64(v), api, node, region)
 	}

@@ -2,10 +2,9 @@ package kafka
 
 // Fetch, versions 4-12. v13+ (topic ids) is not advertised.
 //
+// Fetch sessions (KIP-227) are kept from v7 on: see fetchsession.go.
+//
 // Differences from Apache Kafka:
-//   - fetch sessions (KIP-227) are not kept: the response SessionID is
-//     always 0, which clients take as "send full fetches"; a request naming
-//     a session gets FETCH_SESSION_ID_NOT_FOUND;
 //   - batches are returned as stored, starting with the entry holding the
 //     fetch offset (clients skip records below it), with leader epoch -1;
 //   - read_committed reads up to the last stable offset, which equals the
@@ -32,15 +31,18 @@ func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
 func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 	req := kr.(*kmsg.FetchRequest)
 	start := time.Now()
-	if req.SessionID != 0 || req.SessionEpoch > 0 {
+	plan, code := c.s.sessions.plan(req)
+	if code != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		resp.ErrorCode = code
 		r.resp = resp
 		return nil
 	}
+	req = plan.read
 	resp, n, watches, done, sent := c.s.fetchOnce(c.ctx, req)
 	if done || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
 		c.s.stats.fetched.Add(int64(n))
+		plan.finish(resp, sent)
 		r.resp, r.sent = resp, sent
 		return nil
 	}
@@ -54,6 +56,7 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 			stop()
 			cancel()
 			if ctx.Err() != nil || c.s.drain.Err() != nil {
+				plan.finish(resp, sent)
 				r.sent = sent
 				return resp
 			}
@@ -64,6 +67,7 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 			// the read just done.
 			if done || n >= int(req.MinBytes) || err != nil || !time.Now().Before(deadline) {
 				c.s.stats.fetched.Add(int64(n))
+				plan.finish(resp, sent)
 				r.sent = sent
 				return resp
 			}

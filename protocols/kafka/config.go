@@ -35,6 +35,10 @@ type Config struct {
 	// batches through memory (it does not send from the page cache as
 	// Kafka does), so this bounds the heap one fetch takes. Default 4 MiB.
 	FetchMaxBytes int
+	// FetchSessionSlots bounds the fetch sessions (KIP-227) the node keeps
+	// (Kafka's max.incremental.fetch.session.cache.slots); 0 keeps none,
+	// and consumers send full fetches. Default 1000.
+	FetchSessionSlots int
 	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound the session
 	// timeouts group members may ask for (Kafka's
 	// group.min.session.timeout.ms and group.max.session.timeout.ms).
@@ -90,6 +94,7 @@ func DefaultConfig() Config {
 		MaxInflightRequests:    128,
 		MaxConnections:         10000,
 		FetchMaxBytes:          4 << 20,
+		FetchSessionSlots:      1000,
 		GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute,
 	}
@@ -115,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchMaxBytes < 1<<10 {
 		errs = append(errs, fmt.Errorf("kafka: FetchMaxBytes %d: want at least 1024", c.FetchMaxBytes))
+	}
+	if c.FetchSessionSlots < 0 {
+		errs = append(errs, fmt.Errorf("kafka: FetchSessionSlots %d: want 0 (none) or more", c.FetchSessionSlots))
 	}
 	if c.GroupMinSessionTimeout <= 0 || c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout {
 		errs = append(errs, fmt.Errorf("kafka: GroupMinSessionTimeout %v / GroupMaxSessionTimeout %v: want 0 < min <= max", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout))

@@ -23,6 +23,11 @@ type Metrics struct {
 	ProducedRecords int64
 	// FetchedBytes are record bytes sent in Fetch responses.
 	FetchedBytes int64
+	// FetchSessions are open now and hold FetchSessionPartitions;
+	// IncrementalFetches were served on a session, and
+	// FetchSessionEvictions closed a session to open another.
+	FetchSessions, FetchSessionPartitions     int64
+	IncrementalFetches, FetchSessionEvictions int64
 }
 
 // maxKey bounds the API keys counted per key.
@@ -44,7 +49,11 @@ func (s *Server) Metrics() Metrics {
 		ProducedBatches: s.stats.batches.Load(),
 		ProducedRecords: s.stats.records.Load(),
 		FetchedBytes:    s.stats.fetched.Load(),
+
+		IncrementalFetches:    s.sessions.incremental.Load(),
+		FetchSessionEvictions: s.sessions.evictions.Load(),
 	}
+	m.FetchSessions, m.FetchSessionPartitions = s.sessions.stats()
 	for key := range apis {
 		if key >= 0 && key < maxKey {
 			if v := s.stats.requests[key].Load(); v > 0 {

@@ -26,6 +26,8 @@ type Server struct {
 	log    *slog.Logger
 	ns     protocols.NamespaceName
 	groups *coordinator
+	// sessions are the fetch sessions (KIP-227).
+	sessions *fetchSessions
 
 	// ctx ends when Close gives up waiting: in-flight work is cancelled.
 	ctx    context.Context
@@ -57,6 +59,7 @@ func New(cfg Config, b Backend) (*Server, error) {
 	}
 	ns, _ := protocols.ParseNamespace(cfg.Namespace)
 	s := &Server{cfg: cfg, b: b, log: cfg.Logger.With("component", "kafka"), ns: ns}
+	s.sessions = newFetchSessions(cfg.FetchSessionSlots, cfg.Now)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.drain, s.startDrain = context.WithCancel(s.ctx)
 	s.mu.lns = map[net.Listener]struct{}{}
