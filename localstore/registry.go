@@ -302,17 +302,34 @@ func (s *Store) partition(pid PartitionID) (*partition, error) {
 func (s *Store) LookupPartition(topic string, index int) (PartitionID, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	t, ok := s.mu.topics[topic]
-	if !ok {
+	t := s.mu.topics[topic]
+	if t == nil {
 		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
 	}
+	return pidOf(t, index)
+}
+
+// LookupPartitionNamed is LookupPartition for a name in bytes, which it
+// does not keep: a caller may build it on the stack.
+func (s *Store) LookupPartitionNamed(topic []byte, index int) (PartitionID, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.mu.topics[string(topic)]
+	if t == nil {
+		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+	}
+	return pidOf(t, index)
+}
+
+// pidOf is the id of partition index of t. The store's lock is held.
+func pidOf(t *TopicMeta, index int) (PartitionID, error) {
 	switch {
 	case t.Partitions > 0 && index < 0:
-		return 0, fmt.Errorf("%w: %s is partitioned; name one of its %d partitions", ErrPartitionNotFound, topic, t.Partitions)
+		return 0, fmt.Errorf("%w: %s is partitioned; name one of its %d partitions", ErrPartitionNotFound, t.Name, t.Partitions)
 	case index < 0:
 		index = 0
 	case index >= len(t.PIDs):
-		return 0, fmt.Errorf("%w: %s has no partition %d", ErrPartitionNotFound, topic, index)
+		return 0, fmt.Errorf("%w: %s has no partition %d", ErrPartitionNotFound, t.Name, index)
 	}
 	return t.PIDs[index], nil
 }

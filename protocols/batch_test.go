@@ -126,6 +126,9 @@ func TestTopicNames(t *testing.T) {
 		if (err == nil) != c.ok || (c.ok && got.String() != c.want) {
 			t.Errorf("ParseTopicName(%q) = %v, %v; want %q ok=%v", c.in, got, err, c.want, c.ok)
 		}
+		if b := got.Append([]byte("x")); string(b) != "x"+got.String() {
+			t.Errorf("%v: Append gave %q", got, b)
+		}
 	}
 	p, _ := ParseTopicName("a/b/c-partition-12", "")
 	base, i := p.PartitionIndex()

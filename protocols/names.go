@@ -97,6 +97,16 @@ func (t TopicName) String() string {
 	return DomainPersistent + "://" + t.Tenant + "/" + t.Namespace + "/" + t.Local
 }
 
+// Append appends t's String to b.
+func (t TopicName) Append(b []byte) []byte {
+	b = append(b, DomainPersistent+"://"...)
+	b = append(b, t.Tenant...)
+	b = append(b, '/')
+	b = append(b, t.Namespace...)
+	b = append(b, '/')
+	return append(b, t.Local...)
+}
+
 // NamespaceName is the topic's namespace.
 func (t TopicName) NamespaceName() NamespaceName {
 	return NamespaceName{Tenant: t.Tenant, Namespace: t.Namespace}

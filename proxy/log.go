@@ -12,7 +12,10 @@ import (
 
 // pid resolves a partition to its log id.
 func (n *Node) pid(p protocols.Partition) (localstore.PartitionID, error) {
-	pid, err := n.store.LookupPartition(p.Topic.String(), p.Index)
+	// The name is built on the stack: fetches of many partitions look up
+	// each one, and p.Topic.String() allocated for every lookup.
+	var buf [128]byte
+	pid, err := n.store.LookupPartitionNamed(p.Topic.Append(buf[:0]), p.Index)
 	return pid, mapStoreErr(err)
 }
 
@@ -118,6 +121,11 @@ func (n *Node) Fetch(ctx context.Context, p protocols.Partition, offset int64, m
 	pid, err := n.pid(p)
 	if err != nil {
 		return protocols.FetchResult{}, err
+	}
+	if start, hw, err := n.store.Offsets(pid); err == nil && offset == hw {
+		// At the end of the log there is nothing to read: most
+		// partitions of a fetch of many that a consumer keeps up with.
+		return protocols.FetchResult{PartitionOffsets: protocols.PartitionOffsets{Start: start, HighWatermark: hw, LastStable: hw}}, nil
 	}
 	bp := readBufs.Get().(*[]byte)
 	// The pooled buffer is the store's from here (ReadOn); the one the

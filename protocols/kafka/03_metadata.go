@@ -84,7 +84,7 @@ func (s *Server) metadataTopic(c *conn, t protocols.TopicInfo) kmsg.MetadataResp
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
 		mp.LeaderEpoch = -1
-		part, _ := logPartition(t, int32(i))
+		part, _ := logPartition(&t, int32(i))
 		owner, err := s.b.Owner(c.ctx, part)
 		if err != nil {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code

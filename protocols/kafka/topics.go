@@ -41,9 +41,9 @@ func kafkaPartitions(t protocols.TopicInfo) int {
 }
 
 // logPartition maps a Kafka partition index to the log the broker knows.
-func logPartition(t protocols.TopicInfo, idx int32) (protocols.Partition, error) {
-	if idx < 0 || int(idx) >= kafkaPartitions(t) {
-		return protocols.Partition{}, fmt.Errorf("%w: %s has %d partitions, not partition %d", protocols.ErrPartitionNotFound, t.Name.Local, kafkaPartitions(t), idx)
+func logPartition(t *protocols.TopicInfo, idx int32) (protocols.Partition, error) {
+	if idx < 0 || int(idx) >= kafkaPartitions(*t) {
+		return protocols.Partition{}, fmt.Errorf("%w: %s has %d partitions, not partition %d", protocols.ErrPartitionNotFound, t.Name.Local, kafkaPartitions(*t), idx)
 	}
 	if t.Partitions == 0 {
 		return protocols.Partition{Topic: t.Name, Index: -1}, nil
@@ -80,12 +80,16 @@ func (s *Server) lookupTopic(ctx context.Context, name string, create bool) (pro
 type topicCache struct {
 	s      *Server
 	create bool
-	m      map[string]topicLookup
+	m      map[string]*topicLookup
+	// last is the topic looked up last: a request's partitions come
+	// topic by topic.
+	last *topicLookup
 }
 
 type topicLookup struct {
-	t   protocols.TopicInfo
-	err error
+	name string
+	t    protocols.TopicInfo
+	err  error
 }
 
 func (s *Server) newTopicCache(create bool) *topicCache {
@@ -93,22 +97,32 @@ func (s *Server) newTopicCache(create bool) *topicCache {
 }
 
 func (tc *topicCache) get(ctx context.Context, name string) (protocols.TopicInfo, error) {
-	if l, ok := tc.m[name]; ok {
-		return l.t, l.err
+	l := tc.lookup(ctx, name)
+	return l.t, l.err
+}
+
+func (tc *topicCache) lookup(ctx context.Context, name string) *topicLookup {
+	if tc.last != nil && tc.last.name == name {
+		return tc.last
 	}
-	t, err := tc.s.lookupTopic(ctx, name, tc.create)
-	if tc.m == nil {
-		tc.m = map[string]topicLookup{}
+	l, ok := tc.m[name]
+	if !ok {
+		t, err := tc.s.lookupTopic(ctx, name, tc.create)
+		if tc.m == nil {
+			tc.m = map[string]*topicLookup{}
+		}
+		l = &topicLookup{name, t, err}
+		tc.m[name] = l
 	}
-	tc.m[name] = topicLookup{t, err}
-	return t, err
+	tc.last = l
+	return l
 }
 
 // partition resolves a Kafka (topic, partition) to a log.
 func (tc *topicCache) partition(ctx context.Context, topic string, idx int32) (protocols.Partition, error) {
-	t, err := tc.get(ctx, topic)
-	if err != nil {
-		return protocols.Partition{}, err
+	l := tc.lookup(ctx, topic)
+	if l.err != nil {
+		return protocols.Partition{}, l.err
 	}
-	return logPartition(t, idx)
+	return logPartition(&l.t, idx)
 }
