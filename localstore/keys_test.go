@@ -2,6 +2,8 @@ package localstore
 
 import (
 	"encoding/hex"
+	"errors"
+	"strings"
 	"testing"
 )
 
@@ -79,5 +81,35 @@ func TestHeadAndIndexGolden(t *testing.T) {
 	}
 	if _, err := decodeHead([]byte{2}); err == nil {
 		t.Fatal("decodeHead accepted a short record")
+	}
+}
+
+// TestLookupPartitionNamedDoesNotKeepTheName: a name built on the caller's
+// stack stays there (fetches of many partitions look up each one), and
+// the lookup answers as LookupPartition does.
+func TestLookupPartitionNamedDoesNotKeepTheName(t *testing.T) {
+	s := openTest(t, Config{})
+	tm, err := s.CreateTopic("persistent://public/default/named", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range tm.PIDs {
+		got, err := s.LookupPartitionNamed([]byte(tm.Name), i)
+		if err != nil || got != want {
+			t.Fatalf("partition %d: %d, %v; want %d", i, got, err, want)
+		}
+	}
+	if _, err := s.LookupPartitionNamed([]byte(tm.Name), 3); !errors.Is(err, ErrPartitionNotFound) {
+		t.Fatalf("partition 3 of 3: %v", err)
+	}
+	if _, err := s.LookupPartitionNamed([]byte("persistent://public/default/none"), 0); !errors.Is(err, ErrTopicNotFound) || !strings.Contains(err.Error(), "none") {
+		t.Fatalf("unknown topic: %v", err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		var buf [64]byte
+		_, _ = s.LookupPartitionNamed(append(buf[:0], tm.Name...), 1)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations a lookup: the name escapes", allocs)
 	}
 }

@@ -310,13 +310,14 @@ func (s *Store) LookupPartition(topic string, index int) (PartitionID, error) {
 }
 
 // LookupPartitionNamed is LookupPartition for a name in bytes, which it
-// does not keep: a caller may build it on the stack.
+// does not keep: a caller may build it on the stack (the error copies it,
+// so that topic does not escape).
 func (s *Store) LookupPartitionNamed(topic []byte, index int) (PartitionID, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	t := s.mu.topics[string(topic)]
 	if t == nil {
-		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, string(topic))
 	}
 	return pidOf(t, index)
 }

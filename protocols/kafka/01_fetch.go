@@ -39,10 +39,12 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 		return nil
 	}
 	req = plan.read
-	resp, n, watches, done, sent := c.s.fetchOnce(c.ctx, req)
+	watches := watchBufs.get(plan.size())[:0]
+	resp, n, watches, done, sent := c.s.fetchOnce(c.ctx, req, watches)
 	if done || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
 		c.s.stats.fetched.Add(int64(n))
 		plan.finish(resp, sent)
+		watchBufs.put(watches)
 		r.resp, r.sent = resp, sent
 		return nil
 	}
@@ -57,17 +59,18 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 			cancel()
 			if ctx.Err() != nil || c.s.drain.Err() != nil {
 				plan.finish(resp, sent)
+				watchBufs.put(watches)
 				r.sent = sent
 				return resp
 			}
-			// The response replaced is not sent: its read buffers are
-			// left to the collector, never recycled while in use.
-			resp, n, watches, done, sent = c.s.fetchOnce(ctx, req)
+			dropResp(resp)
+			resp, n, watches, done, sent = c.s.fetchOnce(ctx, req, watches[:0])
 			// A watch error (a watched partition went away) is reported by
 			// the read just done.
 			if done || n >= int(req.MinBytes) || err != nil || !time.Now().Before(deadline) {
 				c.s.stats.fetched.Add(int64(n))
 				plan.finish(resp, sent)
+				watchBufs.put(watches)
 				r.sent = sent
 				return resp
 			}
@@ -77,9 +80,9 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 }
 
 // fetchOnce reads every requested partition. It returns the response, the
-// record bytes in it, the partitions to watch for a long-poll, and whether
-// an error means the reply should go out at once.
-func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (_ *kmsg.FetchResponse, _ int, _ []protocols.Watch, _ bool, sent []sentBatch) {
+// record bytes in it, the partitions to watch for a long-poll (appended to
+// watches), and whether an error means the reply should go out at once.
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches []protocols.Watch) (_ *kmsg.FetchResponse, _ int, _ []protocols.Watch, _ bool, sent []sentBatch) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	tc := s.newTopicCache(false)
@@ -88,13 +91,12 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (_ *kmsg
 		remaining = 1
 	}
 	total := 0
-	var watches []protocols.Watch
 	urgent := false
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := &resp.Topics[ti]
 		st.Topic = rt.Topic
-		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		st.Partitions = getRespParts(len(rt.Partitions))
 		for pi := range rt.Partitions {
 			p := &rt.Partitions[pi]
 			sp := &st.Partitions[pi]
@@ -231,8 +233,9 @@ func getBatchBuf(size int) []byte {
 	return make([]byte, 0, size)
 }
 
-// putFetchBufs hands a fetch response's record batch buffers back once the
-// response is encoded; the response must not be used after.
+// putFetchBufs hands a fetch response's record batch buffers, and its
+// partitions, back once the response is encoded; the response must not be
+// used after.
 func putFetchBufs(resp *kmsg.FetchResponse) {
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
@@ -242,5 +245,60 @@ func putFetchBufs(resp *kmsg.FetchResponse) {
 				batchBufs.Put(&b)
 			}
 		}
+		putRespParts(resp.Topics[i].Partitions)
+		resp.Topics[i].Partitions = nil
 	}
+}
+
+// The partitions of fetch answers of many partitions, the watches of their
+// long polls, and the partitions a fetch session reads are recycled: a
+// consumer of a thousand partitions that keeps up fetches hundreds of
+// times a second, and these (some 270 KiB a fetch) were most of what the
+// node allocated.
+var (
+	respParts = slicePool[kmsg.FetchResponseTopicPartition]{}
+	watchBufs = slicePool[protocols.Watch]{}
+	readParts = slicePool[kmsg.FetchRequestTopicPartition]{}
+)
+
+func getRespParts(n int) []kmsg.FetchResponseTopicPartition { return respParts.get(n) }
+
+// putRespParts keeps ps (its whole capacity: an answer on a fetch session
+// keeps a prefix) for a later response.
+func putRespParts(ps []kmsg.FetchResponseTopicPartition) { respParts.put(ps) }
+
+// dropResp recycles the partitions of a response that is not sent (a long
+// poll read again); its read buffers are left to the collector, never
+// recycled while a sent batch may be in them.
+func dropResp(resp *kmsg.FetchResponse) {
+	for i := range resp.Topics {
+		putRespParts(resp.Topics[i].Partitions)
+		resp.Topics[i].Partitions = nil
+	}
+}
+
+// slicePool recycles slices of minPooled to maxPooled elements; shorter
+// ones are allocated each time, longer ones are not kept.
+type slicePool[T any] struct{ p sync.Pool }
+
+const minPooled, maxPooled = 16, 1 << 16
+
+// get is a slice of n elements, not necessarily zero.
+func (sp *slicePool[T]) get(n int) []T {
+	if n >= minPooled {
+		if p, ok := sp.p.Get().(*[]T); ok && cap(*p) >= n {
+			return (*p)[:n]
+		}
+	}
+	return make([]T, n)
+}
+
+// put keeps s's whole capacity, cleared, for a later get.
+func (sp *slicePool[T]) put(s []T) {
+	s = s[:cap(s)]
+	if len(s) < minPooled || len(s) > maxPooled {
+		return
+	}
+	clear(s)
+	sp.p.Put(&s)
 }

@@ -77,3 +77,36 @@ func TestSentBatchGoesBackToItsReader(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsePartitionsAreKept: the partitions of an answer of many go
+// back to the pool once it is encoded, whole even when a fetch session
+// cut the answer to a few, and serve the next; a few partitions are
+// allocated as before. A pool may drop an item, so the test passes if any
+// of ten rounds reuses them.
+func TestResponsePartitionsAreKept(t *testing.T) {
+	reused := false
+	for range 10 {
+		ps := getRespParts(1000)
+		ps[999].ErrorCode = 3
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Topics = []kmsg.FetchResponseTopic{{Partitions: ps[:2]}}
+		putFetchBufs(resp)
+		again := getRespParts(800)
+		if len(again) != 800 {
+			t.Fatalf("asked for 800 partitions, got %d", len(again))
+		}
+		if &again[0] == &ps[0] {
+			if again[:cap(again)][999].ErrorCode != 0 {
+				t.Fatal("a kept partition was not cleared")
+			}
+			reused = true
+			break
+		}
+	}
+	if !reused {
+		t.Fatal("the partitions of a 1000-partition answer were never reused")
+	}
+	if small := getRespParts(3); len(small) != 3 {
+		t.Fatalf("asked for 3 partitions, got %d", len(small))
+	}
+}

@@ -101,9 +101,23 @@ type fetchPlan struct {
 	read *kmsg.FetchRequest
 	// open: the answer opens a session with read's partitions.
 	open bool
-	// sess: an incremental fetch on it, reading parts (in read's order).
-	sess  *fetchSession
-	parts []*sessionPart
+	// sess: an incremental fetch on it, reading parts (in read's order),
+	// whose partitions are readBuf.
+	sess    *fetchSession
+	parts   []*sessionPart
+	readBuf []kmsg.FetchRequestTopicPartition
+}
+
+// size is the number of partitions the plan reads.
+func (p fetchPlan) size() int {
+	if p.sess != nil {
+		return len(p.parts)
+	}
+	n := 0
+	for _, t := range p.read.Topics {
+		n += len(t.Partitions)
+	}
+	return n
 }
 
 // plan decides how req is served, or gives the error that answers it.
@@ -143,7 +157,7 @@ func (c *fetchSessions) plan(req *kmsg.FetchRequest) (fetchPlan, int16) {
 	s.epoch = nextEpoch(s.epoch)
 	c.incremental.Add(1)
 	p.sess, p.parts = s, slices.Clone(s.parts)
-	p.read = s.request(req, p.parts)
+	p.read, p.readBuf = s.request(req, p.parts)
 	return p, 0
 }
 
@@ -194,11 +208,12 @@ func (s *fetchSession) update(req *kmsg.FetchRequest) {
 	s.size.Store(int64(len(s.parts)))
 }
 
-// request is req with parts, a session's partitions, in place of its own.
-func (s *fetchSession) request(req *kmsg.FetchRequest, parts []*sessionPart) *kmsg.FetchRequest {
+// request is req with parts, a session's partitions, in place of its own,
+// and the slice they are in (for readParts).
+func (s *fetchSession) request(req *kmsg.FetchRequest, parts []*sessionPart) (*kmsg.FetchRequest, []kmsg.FetchRequestTopicPartition) {
 	r := *req
 	r.Topics, r.ForgottenTopics = nil, nil
-	ps := make([]kmsg.FetchRequestTopicPartition, len(parts))
+	ps := readParts.get(len(parts))
 	start := 0
 	for i, sp := range parts {
 		ps[i] = kmsg.FetchRequestTopicPartition{
@@ -211,7 +226,7 @@ func (s *fetchSession) request(req *kmsg.FetchRequest, parts []*sessionPart) *km
 			start = i + 1
 		}
 	}
-	return &r
+	return &r, ps
 }
 
 // finish makes resp, read for p.read, the answer to send, and sets its
@@ -227,6 +242,9 @@ func (p fetchPlan) finish(resp *kmsg.FetchResponse, sent []sentBatch) {
 		p.sess.answer(resp, sent, p.parts)
 		p.sess.mu.Unlock()
 		resp.SessionID = p.sess.id
+		// The partitions read are the plan's, and read no more.
+		p.read.Topics = nil
+		readParts.put(p.readBuf)
 	}
 }
 
