@@ -79,7 +79,22 @@ func (s *Store) load() error {
 			s.mu.partitions[pid] = newPartition(s, pid, h)
 		}
 	}
+	s.publishLocked()
 	return nil
+}
+
+// registryView is what lookups on the hot paths read: maps that are never
+// changed once published, of topic records that are never changed either
+// (a change replaces the record).
+type registryView struct {
+	topics     map[string]*TopicMeta
+	partitions map[PartitionID]*partition
+}
+
+// publishLocked replaces the view with a copy of s.mu's maps. s.mu is
+// held for writing (or the store is not open yet).
+func (s *Store) publishLocked() {
+	s.view.Store(&registryView{topics: maps.Clone(s.mu.topics), partitions: maps.Clone(s.mu.partitions)})
 }
 
 // CreateTopic registers a topic with its partitions (partitions == 0 is a
@@ -138,6 +153,7 @@ func (s *Store) writePartitionsLocked(t *TopicMeta, from, to int, next Partition
 	for _, pid := range added {
 		s.mu.partitions[pid] = newPartition(s, pid, head{})
 	}
+	s.publishLocked()
 	s.mu.Unlock()
 	return nil
 }
@@ -194,6 +210,7 @@ func (s *Store) SetTopicConfig(name string, config map[string]string) error {
 	}
 	s.mu.Lock()
 	s.mu.topics[name] = t
+	s.publishLocked()
 	s.mu.Unlock()
 	return nil
 }
@@ -247,6 +264,7 @@ func (s *Store) DeleteTopic(name string) error {
 		gone = append(gone, s.mu.partitions[pid])
 		delete(s.mu.partitions, pid)
 	}
+	s.publishLocked()
 	s.mu.Unlock()
 	for _, p := range gone {
 		if p != nil {
@@ -287,9 +305,7 @@ func (s *Store) partition(pid PartitionID) (*partition, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	p := s.mu.partitions[pid]
-	s.mu.RUnlock()
+	p := s.view.Load().partitions[pid]
 	if p == nil {
 		return nil, fmt.Errorf("%w: id %d", ErrPartitionNotFound, pid)
 	}
@@ -300,9 +316,7 @@ func (s *Store) partition(pid PartitionID) (*partition, error) {
 // topic record: the produce and fetch hot path. index is -1 (or 0) for a
 // non-partitioned topic.
 func (s *Store) LookupPartition(topic string, index int) (PartitionID, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t := s.mu.topics[topic]
+	t := s.view.Load().topics[topic]
 	if t == nil {
 		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
 	}
@@ -313,16 +327,14 @@ func (s *Store) LookupPartition(topic string, index int) (PartitionID, error) {
 // does not keep: a caller may build it on the stack (the error copies it,
 // so that topic does not escape).
 func (s *Store) LookupPartitionNamed(topic []byte, index int) (PartitionID, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t := s.mu.topics[string(topic)]
+	t := s.view.Load().topics[string(topic)]
 	if t == nil {
 		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, string(topic))
 	}
 	return pidOf(t, index)
 }
 
-// pidOf is the id of partition index of t. The store's lock is held.
+// pidOf is the id of partition index of t.
 func pidOf(t *TopicMeta, index int) (PartitionID, error) {
 	switch {
 	case t.Partitions > 0 && index < 0:
