@@ -92,7 +92,10 @@ type registryView struct {
 }
 
 // publishLocked replaces the view with a copy of s.mu's maps. s.mu is
-// held for writing (or the store is not open yet).
+// held for writing (or the store is not open yet). A copy costs about
+// 40 us at 1,000 topics and partitions and 4 ms at 100,000 (measured on
+// the 2-core machine of bench/results), beside the synced write of the
+// change itself.
 func (s *Store) publishLocked() {
 	s.view.Store(&registryView{topics: maps.Clone(s.mu.topics), partitions: maps.Clone(s.mu.partitions)})
 }
