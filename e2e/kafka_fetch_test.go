@@ -12,20 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// fetchReq is a v12 fetch without a session of partition 0 of topic.
 func fetchReq(topic string, offset int64, maxWait time.Duration) *kmsg.FetchRequest {
-	req := kmsg.NewPtrFetchRequest()
-	req.SetVersion(12)
-	req.MaxWaitMillis = int32(maxWait.Milliseconds())
-	req.MinBytes = 1
-	req.MaxBytes = 1 << 20
-	req.SessionEpoch = -1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.FetchOffset, rp.PartitionMaxBytes = offset, 1<<20
-	rt.Partitions = []kmsg.FetchRequestTopicPartition{rp}
-	req.Topics = []kmsg.FetchRequestTopic{rt}
-	return req
+	return sessionFetch(topic, 0, -1, maxWait, map[int32]int64{0: offset})
 }
 
 // TestKafkaFetchLongPoll: a fetch at the end of the log waits for data
