@@ -157,7 +157,7 @@ func (c *fetchSessions) plan(req *kmsg.FetchRequest) (fetchPlan, int16) {
 	s.epoch = nextEpoch(s.epoch)
 	c.incremental.Add(1)
 	p.sess, p.parts = s, slices.Clone(s.parts)
-	p.read, p.readBuf = s.request(req, p.parts)
+	p.read, p.readBuf = sessionRequest(req, p.parts)
 	return p, 0
 }
 
@@ -208,9 +208,9 @@ func (s *fetchSession) update(req *kmsg.FetchRequest) {
 	s.size.Store(int64(len(s.parts)))
 }
 
-// request is req with parts, a session's partitions, in place of its own,
-// and the slice they are in (for readParts).
-func (s *fetchSession) request(req *kmsg.FetchRequest, parts []*sessionPart) (*kmsg.FetchRequest, []kmsg.FetchRequestTopicPartition) {
+// sessionRequest is req with parts, a session's partitions, in place of
+// its own, and the slice they are in (for readParts).
+func sessionRequest(req *kmsg.FetchRequest, parts []*sessionPart) (*kmsg.FetchRequest, []kmsg.FetchRequestTopicPartition) {
 	r := *req
 	r.Topics, r.ForgottenTopics = nil, nil
 	ps := readParts.get(len(parts))
