@@ -67,17 +67,21 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	n.Storage.Compression = "lz4"
 	n.Storage.SegmentCache = -1
 	n.Kafka.FetchMaxBytes = 100
+	n.Kafka.FetchSessionSlots = -1
 	err := n.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, field := range []string{"node.region", "listeners.kafka", "storage.durability", "kafka.namespace", "limits.max_message_bytes", "storage.compression", "storage.segment_cache", "kafka.fetch_max_bytes"} {
+	for _, field := range []string{"node.region", "listeners.kafka", "storage.durability", "kafka.namespace", "limits.max_message_bytes", "storage.compression", "storage.segment_cache", "kafka.fetch_max_bytes", "kafka.fetch_session_slots"} {
 		if !strings.Contains(err.Error(), field+":") {
 			t.Errorf("error does not name %s:\n%v", field, err)
 		}
 	}
 	if !strings.Contains(err.Error(), "want one of none, snappy, minlz, zstd") {
 		t.Errorf("error does not list the compressions: %v", err)
+	}
+	if !strings.Contains(err.Error(), "want 0 (none) to 1000000") {
+		t.Errorf("error does not say which session counts are accepted: %v", err)
 	}
 	if !strings.Contains(err.Error(), "want sync or async") {
 		t.Errorf("error does not say what is accepted: %v", err)
