@@ -249,3 +249,86 @@ func TestKafkaPipelinedAnswerIsNotHeldByALongPoll(t *testing.T) {
 		t.Fatalf("second answer has correlation id %d, want the fetch's 2", corr)
 	}
 }
+
+// TestKafkaFetchOfPartitionsBehind: a fetch of six partitions, each with a
+// backlog interleaved with the others' in the log, answers the first ones
+// the response budget covers (read together) with their records from the
+// fetch offset on, within the budget, and the rest with their offsets
+// only; franz-go then reads every partition whole and in order.
+func TestKafkaFetchOfPartitionsBehind(t *testing.T) {
+	node := startKafka(t)
+	addr := node.KafkaAddr()
+	const topic, parts, n = "behind", 6, 600
+	createTopic(t, addr, topic, parts, nil)
+	prod := kgoClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(32<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	var recs []*kgo.Record
+	for i := range n {
+		for p := range int32(parts) {
+			v := make([]byte, 1024)
+			binary.BigEndian.PutUint32(v, uint32(i))
+			v[4] = byte(p)
+			recs = append(recs, &kgo.Record{Partition: p, Value: v})
+		}
+	}
+	if err := prod.ProduceSync(ctxT(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	offsets := map[int32]int64{}
+	for p := range int32(parts) {
+		offsets[p] = 100
+	}
+	req := sessionFetch(topic, 0, -1, 0, offsets)
+	req.MaxBytes = 1 << 20 // four partitions of 256 KiB
+	for i := range req.Topics[0].Partitions {
+		req.Topics[0].Partitions[i].PartitionMaxBytes = 256 << 10
+	}
+	resp := dialRaw(t, addr).roundTrip(req).(*kmsg.FetchResponse)
+	total, empty := 0, -1
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != 0 || p.HighWatermark != n {
+			t.Fatalf("partition %d: error %d, high watermark %d", p.Partition, p.ErrorCode, p.HighWatermark)
+		}
+		total += len(p.RecordBatches)
+		if len(p.RecordBatches) == 0 {
+			if empty < 0 {
+				empty = int(p.Partition)
+			}
+			continue
+		}
+		if empty >= 0 {
+			t.Fatalf("partition %d got records after partition %d got none: the budget goes in order", p.Partition, empty)
+		}
+		if len(p.RecordBatches) > 256<<10+32<<10 {
+			t.Fatalf("partition %d got %d bytes, over its 256 KiB and one batch", p.Partition, len(p.RecordBatches))
+		}
+		next, count := lastOffset(t, p.RecordBatches)
+		if next <= 100 || count < int(next-100) {
+			t.Fatalf("partition %d: records up to %d, %d of them; want from offset 100 on", p.Partition, next, count)
+		}
+	}
+	if empty >= 0 && empty < 4 {
+		t.Fatalf("partition %d got no records, within the first four the budget covers", empty)
+	}
+	if total > 1<<20+32<<10 {
+		t.Fatalf("the answer holds %d record bytes, over its 1 MiB budget", total)
+	}
+
+	cons := kgoClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx := ctxT(t)
+	next := map[int32]int{}
+	for got := 0; got < parts*n; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("after %d records: %v", got, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if i := int(binary.BigEndian.Uint32(r.Value)); i != next[r.Partition] || r.Value[4] != byte(r.Partition) || r.Offset != int64(i) {
+				t.Fatalf("partition %d offset %d holds record %d of partition %d, want %d", r.Partition, r.Offset, i, r.Value[4], next[r.Partition])
+			}
+			next[r.Partition]++
+			got++
+		})
+	}
+}

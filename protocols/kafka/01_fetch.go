@@ -92,6 +92,8 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 	}
 	total := 0
 	urgent := false
+	pre := s.readAhead(ctx, req, tc, remaining)
+	defer pre.drop()
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := &resp.Topics[ti]
@@ -122,7 +124,10 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 			if maxBytes <= 0 {
 				maxBytes = 1
 			}
-			res, err := s.b.Fetch(ctx, part, p.FetchOffset, maxBytes)
+			res, err := pre.take(ti, pi, maxBytes)
+			if !pre.has(ti, pi) {
+				res, err = s.b.Fetch(ctx, part, p.FetchOffset, maxBytes)
+			}
 			if err != nil {
 				sp.ErrorCode = errCode(err)
 				var oor *protocols.OffsetOutOfRangeError
@@ -188,6 +193,141 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 		}
 	}
 	return resp, total, watches, urgent, sent
+}
+
+// maxParallelReads bounds the partitions of one fetch read at once;
+// readAhead looks among the first readAheadScan partitions of a fetch for
+// them, and takes those at least readAheadBehind records behind: a
+// consumer catching up, whose reads take long. A consumer that keeps up
+// reads a few records from the page cache, which a goroutine would only
+// make dearer, and a scan of all its partitions would double the work of
+// a fetch of a thousand.
+const (
+	maxParallelReads = 4
+	readAheadScan    = 16
+	readAheadBehind  = 16
+)
+
+// partitionReads are the reads of a fetch's partitions started together,
+// so that a consumer behind on many partitions waits for the slowest of a
+// few reads (the disk and the page cache serve them side by side), not
+// for their sum: a partition's records lie between other partitions' in
+// the segments, and reading one takes a read per stored batch.
+type partitionReads struct {
+	at    map[[2]int]int // (topic, partition) index in the request -> reads
+	reads []partitionRead
+	taken []bool
+}
+
+type partitionRead struct {
+	maxBytes int
+	res      protocols.FetchResult
+	err      error
+	done     chan struct{}
+}
+
+// readAhead starts the reads of the first partitions of req that are
+// behind (see maxParallelReads), as many as the response budget may take
+// at each one's PartitionMaxBytes, when there are at least two: one read
+// needs no company.
+func (s *Server) readAhead(ctx context.Context, req *kmsg.FetchRequest, tc *topicCache, budget int) *partitionReads {
+	type todo struct {
+		ti, pi   int
+		part     protocols.Partition
+		offset   int64
+		maxBytes int
+	}
+	var want []todo
+	scanned := 0
+find:
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		for pi := range rt.Partitions {
+			if budget <= 0 || len(want) == maxParallelReads || scanned == readAheadScan {
+				break find
+			}
+			scanned++
+			p := &rt.Partitions[pi]
+			part, err := tc.partition(ctx, rt.Topic, p.Partition)
+			if err != nil {
+				continue
+			}
+			off, err := s.b.Offsets(ctx, part)
+			if err != nil || p.FetchOffset < off.Start || off.HighWatermark-p.FetchOffset < readAheadBehind {
+				continue // little or nothing to read, or an error the fetch reports
+			}
+			// The budget the fetch would leave this partition if every
+			// read before it filled its PartitionMaxBytes: no more than
+			// the fetch gives it when it reaches it.
+			want = append(want, todo{ti, pi, part, p.FetchOffset, max(min(int(p.PartitionMaxBytes), budget), 1)})
+			budget -= max(int(p.PartitionMaxBytes), 1)
+		}
+	}
+	if len(want) < 2 {
+		return nil
+	}
+	pr := &partitionReads{at: make(map[[2]int]int, len(want)), reads: make([]partitionRead, len(want)), taken: make([]bool, len(want))}
+	for i, w := range want {
+		pr.at[[2]int{w.ti, w.pi}] = i
+		r := &pr.reads[i]
+		r.maxBytes, r.done = w.maxBytes, make(chan struct{})
+		go func() {
+			defer close(r.done)
+			r.res, r.err = s.b.Fetch(ctx, w.part, w.offset, w.maxBytes)
+		}()
+	}
+	return pr
+}
+
+// has says whether partition (ti, pi) was read ahead.
+func (pr *partitionReads) has(ti, pi int) bool {
+	if pr == nil {
+		return false
+	}
+	_, ok := pr.at[[2]int{ti, pi}]
+	return ok
+}
+
+// take waits for the read of partition (ti, pi), if it was read ahead
+// with no more than maxBytes (what the fetch gives it now); a read that
+// took more is dropped, and has then says no.
+func (pr *partitionReads) take(ti, pi, maxBytes int) (protocols.FetchResult, error) {
+	if pr == nil {
+		return protocols.FetchResult{}, nil
+	}
+	i, ok := pr.at[[2]int{ti, pi}]
+	if !ok {
+		return protocols.FetchResult{}, nil
+	}
+	r := &pr.reads[i]
+	<-r.done
+	pr.taken[i] = true
+	if r.maxBytes > maxBytes {
+		delete(pr.at, [2]int{ti, pi})
+		if r.err == nil && r.res.Recycle != nil {
+			r.res.Recycle()
+		}
+		return protocols.FetchResult{}, nil
+	}
+	return r.res, r.err
+}
+
+// drop waits for the reads not taken (the fetch stopped before their
+// partitions) and hands their buffers back.
+func (pr *partitionReads) drop() {
+	if pr == nil {
+		return
+	}
+	for i := range pr.reads {
+		if pr.taken[i] {
+			continue
+		}
+		r := &pr.reads[i]
+		<-r.done
+		if r.err == nil && r.res.Recycle != nil {
+			r.res.Recycle()
+		}
+	}
 }
 
 // sentPartMin is the smallest mean batch size at which a partition's

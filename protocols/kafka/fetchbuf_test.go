@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ternmq/tern/protocols"
 )
 
 // TestLargeBatchBuffersAreKept: the buffer a 10 MiB partition fetch copies
@@ -108,5 +110,39 @@ func TestResponsePartitionsAreKept(t *testing.T) {
 	}
 	if small := getRespParts(3); len(small) != 3 {
 		t.Fatalf("asked for 3 partitions, got %d", len(small))
+	}
+}
+
+// TestPartitionReadsGoBackWhenNotSent: a partition read ahead is handed
+// to the fetch when it read no more than the fetch now gives it; one that
+// read more, and those the fetch never reached, hand their buffers back,
+// once each; one taken is the fetch's to hand back.
+func TestPartitionReadsGoBackWhenNotSent(t *testing.T) {
+	recycled := make([]int, 3)
+	pr := &partitionReads{at: map[[2]int]int{}, reads: make([]partitionRead, 3), taken: make([]bool, 3)}
+	for i := range pr.reads {
+		pr.at[[2]int{0, i}] = i
+		r := &pr.reads[i]
+		r.maxBytes, r.done = 1000, make(chan struct{})
+		r.res = protocols.FetchResult{Recycle: func() { recycled[i]++ }}
+		close(r.done)
+	}
+	if res, err := pr.take(0, 0, 1000); err != nil || res.Recycle == nil || !pr.has(0, 0) {
+		t.Fatalf("a read within the budget was not handed over: %v", err)
+	}
+	if _, _ = pr.take(0, 1, 999); pr.has(0, 1) {
+		t.Fatal("a read of more than the fetch now gives was handed over")
+	}
+	if pr.has(0, 5) {
+		t.Fatal("a partition never read ahead is said to be")
+	}
+	pr.drop()
+	if recycled[0] != 0 || recycled[1] != 1 || recycled[2] != 1 {
+		t.Fatalf("recycled %v: want the taken read kept, the others handed back once", recycled)
+	}
+	var none *partitionReads
+	none.drop()
+	if none.has(0, 0) {
+		t.Fatal("no reads ahead, but has says yes")
 	}
 }
