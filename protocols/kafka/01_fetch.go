@@ -124,8 +124,8 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 			if maxBytes <= 0 {
 				maxBytes = 1
 			}
-			res, err := pre.take(ti, pi, maxBytes)
-			if !pre.has(ti, pi) {
+			res, ok, err := pre.take(ti, pi, maxBytes)
+			if !ok {
 				res, err = s.b.Fetch(ctx, part, p.FetchOffset, maxBytes)
 			}
 			if err != nil {
@@ -279,37 +279,27 @@ find:
 	return pr
 }
 
-// has says whether partition (ti, pi) was read ahead.
-func (pr *partitionReads) has(ti, pi int) bool {
+// take waits for the read of partition (ti, pi) and gives it, if it was
+// read ahead with no more than maxBytes (what the fetch gives it now); ok
+// is false otherwise, and a read that took more is dropped.
+func (pr *partitionReads) take(ti, pi, maxBytes int) (res protocols.FetchResult, ok bool, err error) {
 	if pr == nil {
-		return false
-	}
-	_, ok := pr.at[[2]int{ti, pi}]
-	return ok
-}
-
-// take waits for the read of partition (ti, pi), if it was read ahead
-// with no more than maxBytes (what the fetch gives it now); a read that
-// took more is dropped, and has then says no.
-func (pr *partitionReads) take(ti, pi, maxBytes int) (protocols.FetchResult, error) {
-	if pr == nil {
-		return protocols.FetchResult{}, nil
+		return res, false, nil
 	}
 	i, ok := pr.at[[2]int{ti, pi}]
 	if !ok {
-		return protocols.FetchResult{}, nil
+		return res, false, nil
 	}
 	r := &pr.reads[i]
 	<-r.done
 	pr.taken[i] = true
 	if r.maxBytes > maxBytes {
-		delete(pr.at, [2]int{ti, pi})
 		if r.err == nil && r.res.Recycle != nil {
 			r.res.Recycle()
 		}
-		return protocols.FetchResult{}, nil
+		return res, false, nil
 	}
-	return r.res, r.err
+	return r.res, true, r.err
 }
 
 // drop waits for the reads not taken (the fetch stopped before their

@@ -127,14 +127,14 @@ func TestPartitionReadsGoBackWhenNotSent(t *testing.T) {
 		r.res = protocols.FetchResult{Recycle: func() { recycled[i]++ }}
 		close(r.done)
 	}
-	if res, err := pr.take(0, 0, 1000); err != nil || res.Recycle == nil || !pr.has(0, 0) {
+	if res, ok, err := pr.take(0, 0, 1000); err != nil || res.Recycle == nil || !ok {
 		t.Fatalf("a read within the budget was not handed over: %v", err)
 	}
-	if _, _ = pr.take(0, 1, 999); pr.has(0, 1) {
+	if _, ok, _ := pr.take(0, 1, 999); ok {
 		t.Fatal("a read of more than the fetch now gives was handed over")
 	}
-	if pr.has(0, 5) {
-		t.Fatal("a partition never read ahead is said to be")
+	if _, ok, _ := pr.take(0, 5, 1000); ok {
+		t.Fatal("a partition never read ahead was handed over")
 	}
 	pr.drop()
 	if recycled[0] != 0 || recycled[1] != 1 || recycled[2] != 1 {
@@ -142,7 +142,7 @@ func TestPartitionReadsGoBackWhenNotSent(t *testing.T) {
 	}
 	var none *partitionReads
 	none.drop()
-	if none.has(0, 0) {
-		t.Fatal("no reads ahead, but has says yes")
+	if _, ok, _ := none.take(0, 0, 1000); ok {
+		t.Fatal("no reads ahead, but one was handed over")
 	}
 }
