@@ -94,10 +94,11 @@ func validName(what, s string) error {
 
 // String is the full name, persistent://tenant/namespace/local.
 func (t TopicName) String() string {
-	return DomainPersistent + "://" + t.Tenant + "/" + t.Namespace + "/" + t.Local
+	var b [96]byte
+	return string(t.Append(b[:0]))
 }
 
-// Append appends t's String to b.
+// Append appends t's String to b: persistent://tenant/namespace/local.
 func (t TopicName) Append(b []byte) []byte {
 	b = append(b, DomainPersistent+"://"...)
 	b = append(b, t.Tenant...)

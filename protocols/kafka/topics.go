@@ -96,11 +96,7 @@ func (s *Server) newTopicCache(create bool) *topicCache {
 	return &topicCache{s: s, create: create}
 }
 
-func (tc *topicCache) get(ctx context.Context, name string) (protocols.TopicInfo, error) {
-	l := tc.lookup(ctx, name)
-	return l.t, l.err
-}
-
+// lookup resolves a topic once per request.
 func (tc *topicCache) lookup(ctx context.Context, name string) *topicLookup {
 	if tc.last != nil && tc.last.name == name {
 		return tc.last
