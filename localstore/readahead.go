@@ -23,13 +23,28 @@ import (
 // Bounds on what read-ahead holds: the reads started and not taken, and
 // the bytes they may hold. A read not taken within readAheadAge (its
 // reader went away or moved) makes room when a new one needs it.
+//
+// The buffers are on Go's heap, whose soft limit is 72 MiB by default
+// (limits.heap_limit). With room for 64 MiB, a consumer catching up on 10
+// or 100 partitions filled it: its fetches give each partition a share of
+// the response budget, so they seldom ask where a read ahead starts, and
+// those reads stayed until readAheadAge. The live heap then stood at the
+// soft limit, the runtime collected continuously (4,000 collections in a
+// 10 s run, 40 % of the node's CPU) and each collection emptied the pools
+// of read buffers, so every read allocated anew. 8 MiB holds two reads
+// ahead of the largest Kafka read (kafka.fetch_max_bytes, 4 MiB) or of
+// four 1 MiB readers. The reads of a fetch of several partitions behind
+// already overlap (the Kafka front end starts them together), so reading
+// further ahead for them gained nothing measurable (bench/results,
+// fifty-second run).
 const (
 	readAheadSlots = 64
-	readAheadBytes = 64 << 20
+	readAheadBytes = 8 << 20
 	readAheadAge   = 5 * time.Second
 	// readAheadSpares is how many buffers readers gave up are kept for
-	// reads started later, each of at most readAheadBytes/16.
-	readAheadSpares = 4
+	// reads started later, each of at most readAheadSpareMax.
+	readAheadSpares   = 4
+	readAheadSpareMax = 4 << 20
 )
 
 // readAhead is the store's reads started ahead of their readers, by
@@ -256,7 +271,7 @@ func (ra *readAhead) keep(buf []byte) {
 }
 
 func (ra *readAhead) keepLocked(buf []byte) {
-	if buf != nil && cap(buf) <= readAheadBytes/16 && !ra.closing && len(ra.spares) < readAheadSpares {
+	if buf != nil && cap(buf) <= readAheadSpareMax && !ra.closing && len(ra.spares) < readAheadSpares {
 		ra.spares = append(ra.spares, buf[:0])
 	}
 }
