@@ -1,6 +1,7 @@
 package websocket
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"testing"
@@ -47,8 +48,9 @@ func BenchmarkEncodePushedMessage(b *testing.B) {
 	b.Run("tern", func(b *testing.B) {
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
+		var buf bytes.Buffer
 		for b.Loop() {
-			if _, err := marshal(cm); err != nil {
+			if _, err := marshalTo(&buf, cm); err != nil {
 				b.Fatal(err)
 			}
 		}

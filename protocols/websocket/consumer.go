@@ -48,6 +48,7 @@ package websocket
 // session closes with 4002.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -596,10 +597,11 @@ var errNotSent = errors.New("websocket: a message could not be encoded")
 // send writes messages and advances a reader's cursor.
 func (cs *consumerSession) send(ss *session, items []item, conss []protocols.Consumer) bool {
 	last := map[int]item{}
+	var buf bytes.Buffer // each frame's encoding, written before the next
 	err := ss.batch(func(ctx context.Context) error {
 		for i := range items {
 			it := &items[i]
-			frame, err := marshal(cs.message(it))
+			frame, err := marshalTo(&buf, cs.message(it))
 			if err != nil {
 				ss.fail(CloseFailedToSerializeToJSON, err.Error())
 				return errNotSent

@@ -270,8 +270,17 @@ var encodeOpts = jsonv2.JoinOptions(
 	jsonv2.Deterministic(true),
 )
 
-// marshal encodes one message to a client.
-func marshal(v any) ([]byte, error) { return jsonv2.Marshal(v, encodeOpts) }
+// marshalTo encodes one message to a client into buf, which it empties
+// first, and returns the encoding (buf's bytes): a session sending a batch
+// encodes each message into the same buffer. (Marshal allocated a copy of
+// each, an eighth of what a WebSocket consumer's node allocated.)
+func marshalTo(buf *bytes.Buffer, v any) ([]byte, error) {
+	buf.Reset()
+	if err := jsonv2.MarshalWrite(buf, v, encodeOpts); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
 
 // jsonError rephrases a decoding error of b without Go type names.
 func jsonError(b []byte, err error) string {

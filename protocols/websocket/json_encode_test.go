@@ -1,6 +1,7 @@
 package websocket
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"reflect"
@@ -15,12 +16,13 @@ import (
 // than as \ufffd, which JSON readers do not see.
 func TestPushedMessageJSONAsBefore(t *testing.T) {
 	key := "k\xfe<&>"
+	var buf bytes.Buffer // one buffer for both, as a session encodes a batch
 	for _, cm := range []consumerMessage{
 		{MessageID: "CAAQAw==", Payload: []byte("hello \x00\xff world"), Properties: map[string]string{"b": "<&>", "a": "\xff", "c": ""},
 			PublishTime: formatTime(1_700_000_000_000), RedeliveryCount: 2, EventTime: formatTime(1_600_000_000_000), Key: &key},
 		{MessageID: "CAAQBA==", Payload: nil, Properties: map[string]string{}, PublishTime: formatTime(1)},
 	} {
-		got, err := marshal(cm)
+		got, err := marshalTo(&buf, cm)
 		if err != nil {
 			t.Fatal(err)
 		}
