@@ -16,3 +16,9 @@ func (n *Node) CachedPartitionStates() (kafka, pulsar, repl int) {
 	n.repl.dedup.Unlock()
 	return kafka, pulsar, repl
 }
+
+// LoadedSubscriptions is how many subscriptions the node counts loaded,
+// which their shares of the entry caches' bytes follow.
+func (n *Node) LoadedSubscriptions() int {
+	return int(n.messaging().subs.loadedN.Load())
+}

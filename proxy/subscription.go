@@ -44,6 +44,9 @@ type subRegistry struct {
 	closed bool
 	wg     sync.WaitGroup
 	nextID atomic.Uint64
+	// loadedN is len(subs), for the subscriptions' shares of the entry
+	// caches' bytes, read without mu.
+	loadedN atomic.Int32
 }
 
 // errSubGone is returned by a subscription that ended while a caller was
@@ -196,6 +199,7 @@ func (r *subRegistry) get(n *Node, pid localstore.PartitionID, p protocols.Parti
 		return nil, err
 	}
 	r.subs[k] = s
+	r.loadedN.Store(int32(len(r.subs)))
 	r.wg.Add(2)
 	go s.run()
 	go s.waiter()
@@ -227,6 +231,7 @@ func (r *subRegistry) forget(s *subscription) {
 	r.mu.Lock()
 	if r.subs[s.key] == s {
 		delete(r.subs, s.key)
+		r.loadedN.Store(int32(len(r.subs)))
 	}
 	r.mu.Unlock()
 }

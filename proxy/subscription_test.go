@@ -418,7 +418,15 @@ func TestReaderAndUnsubscribe(t *testing.T) {
 	if d := s.next(t); d.Offset != 0 || len(d.Messages) != 3 {
 		t.Fatalf("reader from offset 1 got the delivery at %d with %d messages; want the whole entry", d.Offset, len(d.Messages))
 	}
+	if n := f.n.LoadedSubscriptions(); n != 1 {
+		t.Fatalf("%d subscriptions counted loaded with the reader's; want 1", n)
+	}
 	must(t, r.Close())
+	for deadline := time.Now().Add(5 * time.Second); f.n.LoadedSubscriptions() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscriptions counted loaded 5 s after the reader closed; want 0", f.n.LoadedSubscriptions())
+		}
+	}
 	// The reader's subscription ended with it: a new one starts afresh.
 	s2 := newSink()
 	r2 := f.subscribe(t, protocols.SubscribeRequest{Subscription: "reader", Type: protocols.SubExclusive,
