@@ -55,20 +55,24 @@ func TestEntryCacheBoundsBytes(t *testing.T) {
 }
 
 // TestEntryCacheShares checks the subscriptions' shares of the node's
-// entry cache bytes.
+// entry cache bytes and of its read bytes.
 func TestEntryCacheShares(t *testing.T) {
 	r := &subRegistry{}
 	s := &subscription{reg: r}
-	for _, c := range []struct{ loaded, want int }{
-		{0, entryCacheBytes},
-		{1, entryCacheBytes},
-		{2, entryCacheBytes / 2},
-		{10, entryCacheBytes / 10},
-		{1000, entryCacheMinBytes},
+	for _, c := range []struct{ loaded, cache, read int }{
+		{0, entryCacheBytes, fetchBytes},
+		{1, entryCacheBytes, fetchBytes},
+		{2, entryCacheBytes / 2, fetchBytes},
+		{10, entryCacheBytes / 10, fetchBytes},
+		{100, entryCacheMinBytes, fetchNodeBytes / 100},
+		{1000, entryCacheMinBytes, fetchMinBytes},
 	} {
 		r.loadedN.Store(int32(c.loaded))
-		if got := s.cacheBytes(); got != c.want {
-			t.Errorf("%d subscriptions loaded: a share of %d bytes, want %d", c.loaded, got, c.want)
+		if got := s.cacheBytes(); got != c.cache {
+			t.Errorf("%d subscriptions loaded: a cache of %d bytes, want %d", c.loaded, got, c.cache)
+		}
+		if got := s.readBytes(); got != c.read {
+			t.Errorf("%d subscriptions loaded: reads of %d bytes, want %d", c.loaded, got, c.read)
 		}
 	}
 }
