@@ -7,7 +7,8 @@ package e2e
 //
 // raw-quic is the ceiling: one quic-go stream with the mesh's TLS and windows, 64 KiB writes.
 // The others report their ratio to it. Environment knobs: TERN_BENCH_BACKLOG_MB (default 1024),
-// TERN_BENCH_STEP (seconds per rate step, default 3), TERN_BENCH_MSG (message bytes, default 1024).
+// TERN_BENCH_STEP (seconds per rate step, default 3), TERN_BENCH_MSG (message bytes, default 1024),
+// TERN_BENCH_PARTITIONS (partitions of the catch-up's topic, default 1).
 
 import (
 	"context"
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -116,7 +118,7 @@ func benchRawQUIC(b *testing.B) {
 
 // benchPair is two regions (plain UDP sockets, as in production) with a single-partition topic
 // in us; replicate sets the policy that replicates it to eu.
-func benchPair(b *testing.B, topic string) (c *testcluster.Cluster, p protocols.Partition, replicate func()) {
+func benchPair(b *testing.B, topic string, partitions int) (c *testcluster.Cluster, p protocols.Partition, replicate func()) {
 	tweak := func(cfg *configs.Node) {
 		if v := envInt("TERN_BENCH_READ_KB", 0); v > 0 {
 			cfg.Replication.ReadBytes = configs.Bytes(v << 10)
@@ -130,10 +132,13 @@ func benchPair(b *testing.B, topic string) (c *testcluster.Cluster, p protocols.
 	c.WaitMesh(20 * time.Second)
 	us := c.Node(0)
 	name, _ := protocols.ParseTopicName(topic, "public/default")
-	if _, err := us.Proxy().CreateTopic(context.Background(), name, 0, nil); err != nil {
+	if _, err := us.Proxy().CreateTopic(context.Background(), name, partitions, nil); err != nil {
 		b.Fatal(err)
 	}
 	p = protocols.Partition{Topic: name, Index: -1}
+	if partitions > 0 {
+		p.Index = 0
+	}
 	return c, p, func() {
 		if _, err := us.Proxy().Replication().SetPolicy(context.Background(), replicator.PolicyWrite{
 			Key: replicator.PolicyKey{Kind: replicator.KindNamespace, Name: "public/default"}, Spec: replicator.PolicySpec{Regions: []string{"us", "eu"}},
@@ -243,7 +248,7 @@ func benchLatencyAndRate(b *testing.B) {
 	const perEntry = 10
 	size := envInt("TERN_BENCH_MSG", 1024)
 	step := time.Duration(envInt("TERN_BENCH_STEP", 3)) * time.Second
-	c, p, replicate := benchPair(b, "latency")
+	c, p, replicate := benchPair(b, "latency", 0)
 	us, eu := c.Node(0), c.Node(1)
 	replicate()
 	// Wait for the stream, so the first step does not measure its setup.
@@ -373,15 +378,29 @@ func benchCatchUp(b *testing.B) {
 	const perEntry = 100
 	size := envInt("TERN_BENCH_MSG", 1024)
 	total := int64(envInt("TERN_BENCH_BACKLOG_MB", 1024)) << 20
-	c, p, replicate := benchPair(b, "backlog")
+	// With TERN_BENCH_PARTITIONS over 1 the backlog is spread over that many partitions of one
+	// topic, an entry at a time to each in turn, and each partition is a stream of its own.
+	parts := envInt("TERN_BENCH_PARTITIONS", 1)
+	created := parts
+	if parts == 1 {
+		created = 0 // a non-partitioned topic, as before
+	}
+	c, p0, replicate := benchPair(b, "backlog", created)
 	us, eu := c.Node(0), c.Node(1)
+	partition := func(i int) protocols.Partition {
+		p := p0
+		if created > 0 {
+			p.Index = i % parts
+		}
+		return p
+	}
 	ctx := context.Background()
 	entries := int(total / int64(perEntry*size))
 	batch := timedBatch(b, perEntry, size, time.Now())
 	start := time.Now()
 	var pending []protocols.PendingProduce
 	for i := 0; i < entries; i++ {
-		pp, err := us.Proxy().StartProduce(ctx, p, protocols.ProduceRequest{Batch: batch})
+		pp, err := us.Proxy().StartProduce(ctx, partition(i), protocols.ProduceRequest{Batch: batch})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -396,36 +415,57 @@ func benchCatchUp(b *testing.B) {
 		}
 	}
 	produced := time.Since(start)
-	target := hw(us, p)
+	targets := make([]int64, parts)
+	var target int64
+	for i := range targets {
+		targets[i] = hw(us, partition(i))
+		target += targets[i]
+	}
 	bytes := float64(entries) * float64(perEntry*size)
-	b.Logf("backlog: %d messages, %.0f MiB produced in %v (%.0f MB/s into the local log)", target, bytes/(1<<20), produced.Round(time.Millisecond), bytes/produced.Seconds()/1e6)
+	b.Logf("backlog: %d messages on %d partitions, %.0f MiB produced in %v (%.0f MB/s into the local log)", target, parts, bytes/(1<<20), produced.Round(time.Millisecond), bytes/produced.Seconds()/1e6)
 	var before uint64
 	for _, l := range us.Proxy().Replication().Status().Links {
 		before = l.BytesSent
 	}
+	// The process's Go heap (both nodes') during the catch-up, sampled with every check.
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	gcs, heapPeak := ms.NumGC, ms.HeapInuse
 	healed := time.Now()
 	replicate()
 	var samples, blocked int
 	testcluster.WaitFor(b, 10*time.Minute, "eu to catch up", func() bool {
-		if s, ok := streamTo(us, p.Topic, -1, "eu"); ok {
+		runtime.ReadMemStats(&ms)
+		heapPeak = max(heapPeak, ms.HeapInuse)
+		if s, ok := streamTo(us, p0.Topic, p0.Index, "eu"); ok {
 			samples++
 			if s.CreditBlocked {
 				blocked++
 			}
 		}
-		return hw(eu, p) == target
+		for i := range targets {
+			if hw(eu, partition(i)) != targets[i] {
+				return false
+			}
+		}
+		return true
 	})
-	b.Logf("sender waiting for credit in %d of %d samples", blocked, samples)
 	took := time.Since(healed)
+	runtime.ReadMemStats(&ms)
+	gcs = ms.NumGC - gcs
+	b.Logf("sender of the first partition waiting for credit in %d of %d samples", blocked, samples)
 	var after, lost uint64
 	var rtt float64
 	for _, l := range us.Proxy().Replication().Status().Links {
 		after, lost, rtt = l.BytesSent, l.PacketsLost, l.RTTMs
 	}
 	b.Logf("link: %d packets lost, smoothed RTT %.2f ms", lost, rtt)
+	b.Logf("Go heap in use (both nodes) peaked at %.0f MiB; %d collections during the catch-up", float64(heapPeak)/(1<<20), gcs)
 	rate := bytes / took.Seconds() / 1e6
 	b.ReportMetric(rate, "catch-up-MB/s")
 	b.ReportMetric(float64(target)/took.Seconds(), "catch-up-msg/s")
+	b.ReportMetric(float64(heapPeak)/(1<<20), "heap-peak-MiB")
+	b.ReportMetric(float64(gcs)/took.Seconds(), "gc/s")
 	if rawQUICMBps > 0 {
 		b.ReportMetric(rate/rawQUICMBps, "catch-up-x-raw")
 	}
