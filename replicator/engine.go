@@ -44,6 +44,11 @@ type Engine struct {
 	started atomic.Bool
 	kick    chan struct{}
 
+	// ahead is the node's runs read ahead of their sending (see sendAhead); streaming counts
+	// the senders with a stream open, which share sendAheadBytes in their reads.
+	ahead     chan struct{}
+	streaming atomic.Int32
+
 	mu struct {
 		sync.Mutex
 		running bool
@@ -76,6 +81,7 @@ func NewEngine(cfg EngineConfig, host Host) (*Engine, error) {
 		now:  cfg.Now,
 		kick: make(chan struct{}, 1),
 	}
+	e.ahead = make(chan struct{}, max(2, sendAheadBytes/cfg.ReadBytes))
 	e.policies = newPolicyStore(cfg.Region, &hlcClock{now: cfg.Now})
 	e.peers = newPeerTable(cfg.Region, cfg.NodeName)
 	e.foreign = newForeignRanges()

@@ -100,6 +100,9 @@ type StatusSummary struct {
 	// Healthy is false when a stream is stalled, refused, disconnected with a backlog, or lost
 	// messages to retention.
 	Healthy bool `json:"healthy"`
+	// ReadAheadRuns is how many runs of entries the senders hold read ahead of their sending,
+	// beyond the one each may hold: at most 16 MiB of them together, in runs of read_bytes.
+	ReadAheadRuns int `json:"read_ahead_runs"`
 }
 
 // Status is the node's replication as a plain snapshot: GET /api/v1/replication, tern status and
@@ -152,7 +155,7 @@ func (e *Engine) Status() Status {
 	}
 	e.mu.Unlock()
 
-	out.Summary = StatusSummary{ByState: map[StreamState]int{}, Healthy: true}
+	out.Summary = StatusSummary{ByState: map[StreamState]int{}, Healthy: true, ReadAheadRuns: len(e.ahead)}
 	for _, s := range senders {
 		ss := s.status(now, links)
 		out.Streams = append(out.Streams, ss)
