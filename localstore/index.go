@@ -79,3 +79,40 @@ func (s *Store) LookupTime(pid PartitionID, ts int64, kind TimeKind) (offset int
 	}
 	return max(answer, p.start.Load()), true, nil
 }
+
+// AppendTimeAt returns the append time (Unix ms) of the entry holding
+// offset, from the entry index: no entry is read. ok is false when the
+// offset is not in the log.
+func (s *Store) AppendTimeAt(pid PartitionID, offset int64) (t int64, ok bool, err error) {
+	p, err := s.partition(pid)
+	if err != nil {
+		return 0, false, err
+	}
+	if offset < p.start.Load() || offset >= p.hw.Load() {
+		return 0, false, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: pidPrefix(kindIndex, pid),
+		UpperBound: logKey(kindIndex, pid, offset+1),
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		return 0, false, it.Error()
+	}
+	_, base, _ := decodeLogKey(it.Key())
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return 0, false, err
+	}
+	iv, err := decodeIndex(v)
+	if err != nil {
+		return 0, false, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+	}
+	if base+iv.Count <= offset {
+		return 0, false, nil
+	}
+	return iv.AppendTime, true, nil
+}

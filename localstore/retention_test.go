@@ -210,3 +210,51 @@ func FuzzDecodeCursor(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendTimeAt checks the append time of the entry holding each offset,
+// as the index gives it and as the entry's envelope holds it, and that
+// offsets outside the log have none.
+func TestAppendTimeAt(t *testing.T) {
+	clk := &fakeClock{}
+	clk.ms.Store(5_000)
+	s := openTest(t, Config{Now: clk.now})
+	tm, _ := s.CreateTopic("at", 0, nil)
+	pid := tm.PIDs[0]
+	// Entries of 3, 1 and 2 messages, a second apart: offsets 0-2, 3, 4-5.
+	for _, n := range []int{3, 1, 2} {
+		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: makeEntry(t, "a", n, 1, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		clk.advance(time.Second)
+	}
+	want := []int64{5_000, 5_000, 5_000, 6_000, 7_000, 7_000}
+	for off, w := range want {
+		got, ok, err := s.AppendTimeAt(pid, int64(off))
+		if err != nil || !ok || got != w {
+			t.Errorf("AppendTimeAt(%d) = %d %v %v, want %d", off, got, ok, err, w)
+		}
+		es, err := s.Read(pid, int64(off), 1)
+		if err != nil || len(es) != 1 {
+			t.Fatalf("Read(%d): %d entries, %v", off, len(es), err)
+		}
+		env, err := protocols.DecodeEnvelope(es[0].Value)
+		if err != nil || env.AppendTime != w {
+			t.Errorf("the envelope of the entry holding %d says %d (%v); the index %d", off, env.AppendTime, err, w)
+		}
+	}
+	for _, off := range []int64{-1, 6, 100} {
+		if got, ok, err := s.AppendTimeAt(pid, off); err != nil || ok {
+			t.Errorf("AppendTimeAt(%d) outside the log = %d %v %v; want none", off, got, ok, err)
+		}
+	}
+	// The log starting inside the last entry: the offsets before are gone.
+	if _, err := s.TruncateBefore(pid, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.AppendTimeAt(pid, 3); err != nil || ok {
+		t.Errorf("AppendTimeAt(3) below the log start = %d %v %v; want none", got, ok, err)
+	}
+	if got, ok, err := s.AppendTimeAt(pid, 5); err != nil || !ok || got != 7_000 {
+		t.Errorf("AppendTimeAt(5) at the log start = %d %v %v; want 7000", got, ok, err)
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ternmq/tern/protocols"
 )
 
 // StreamStatus is one (partition, destination region) as the sending node sees it.
@@ -231,10 +230,11 @@ func (s *sender) status(now time.Time, links map[string]LinkStats) StreamStatus 
 	ss.LagMessages = max(hw-ss.Cursor, 0)
 	var oldest time.Time
 	if ss.LagMessages > 0 {
-		if es, err := st.Read(s.spec.pid, max(ss.Cursor, start), 1); err == nil && len(es) > 0 {
-			if env, err := protocols.DecodeEnvelope(es[0].Value); err == nil {
-				oldest = time.UnixMilli(env.AppendTime)
-			}
+		// The entry's append time, from the log's index: the stamp in its envelope, without
+		// reading it (reading each lagging stream's entry made a status of a region catching up
+		// on 100 partitions read 10 MB).
+		if at, ok, err := st.AppendTimeAt(s.spec.pid, max(ss.Cursor, start)); err == nil && ok {
+			oldest = time.UnixMilli(at)
 		}
 		if !oldest.IsZero() {
 			ss.OldestPending = &oldest
