@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
 )
 
 // StreamStatus is one (partition, destination region) as the sending node sees it.
