@@ -51,14 +51,9 @@ func (s *Store) LookupTime(pid PartitionID, ts int64, kind TimeKind) (offset int
 			hi = mid
 			continue
 		}
-		_, base, _ := decodeLogKey(it.Key())
-		v, err := it.ValueAndErr()
+		base, iv, err := indexAt(it, pid)
 		if err != nil {
 			return 0, false, err
-		}
-		iv, err := decodeIndex(v)
-		if err != nil {
-			return 0, false, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 		}
 		t := iv.MaxTime
 		if kind == AppendTime {
@@ -102,17 +97,27 @@ func (s *Store) AppendTimeAt(pid PartitionID, offset int64) (t int64, ok bool, e
 	if !it.Last() {
 		return 0, false, it.Error()
 	}
-	_, base, _ := decodeLogKey(it.Key())
-	v, err := it.ValueAndErr()
+	base, iv, err := indexAt(it, pid)
 	if err != nil {
 		return 0, false, err
-	}
-	iv, err := decodeIndex(v)
-	if err != nil {
-		return 0, false, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
 	}
 	if base+iv.Count <= offset {
 		return 0, false, nil
 	}
 	return iv.AppendTime, true, nil
+}
+
+// indexAt decodes the index record of partition pid where it stands: the
+// entry's base offset and its record.
+func indexAt(it *pebble.Iterator, pid PartitionID) (int64, indexValue, error) {
+	_, base, _ := decodeLogKey(it.Key())
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return base, indexValue{}, err
+	}
+	iv, err := decodeIndex(v)
+	if err != nil {
+		return base, iv, fmt.Errorf("partition %d offset %d: %w", pid, base, err)
+	}
+	return base, iv, nil
 }
