@@ -797,13 +797,11 @@ type Watch struct {
 // Wait blocks until any watched partition's high watermark passes its
 // offset, a watched partition is deleted, or ctx ends (returning ctx.Err()).
 func (s *Store) Wait(ctx context.Context, watches []Watch) error {
-	w := &waiter{ch: make(chan struct{}, 1)}
-	var parts []*partition
+	w := &waiter{ch: make(chan struct{}, 1), at: make([]waitSlot, len(watches))}
+	parts := make([]*partition, 0, len(watches))
 	defer func() {
-		for _, p := range parts {
-			p.wmu.Lock()
-			delete(p.waiters, w)
-			p.wmu.Unlock()
+		for k, p := range parts {
+			p.remove(w, k)
 		}
 	}()
 	for _, wt := range watches {
@@ -814,7 +812,7 @@ func (s *Store) Wait(ctx context.Context, watches []Watch) error {
 		p.wmu.Lock()
 		closed := p.closed
 		if !closed {
-			p.waiters[w] = struct{}{}
+			p.addLocked(w, len(parts))
 		}
 		p.wmu.Unlock()
 		if closed {
