@@ -15,12 +15,18 @@ type fakeClock struct{ ms atomic.Int64 }
 func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
-func TestRetentionByAgeAndSize(t *testing.T) {
+// openClocked opens a store whose clock starts at ms (Unix ms) and moves
+// only when the test advances it, with a non-partitioned topic name.
+func openClocked(t *testing.T, ms int64, name string) (*Store, PartitionID, *fakeClock) {
+	t.Helper()
 	clk := &fakeClock{}
-	clk.ms.Store(1_000_000)
-	s := openTest(t, Config{Now: clk.now})
-	tm, _ := s.CreateTopic("ret", 0, nil)
-	pid := tm.PIDs[0]
+	clk.ms.Store(ms)
+	s, pid := openTopic(t, Config{Now: clk.now}, name)
+	return s, pid, clk
+}
+
+func TestRetentionByAgeAndSize(t *testing.T) {
+	s, pid, clk := openClocked(t, 1_000_000, "ret")
 	ctx := context.Background()
 	var sizes []int
 	for i := 0; i < 10; i++ {
@@ -107,11 +113,7 @@ func TestTruncateBeforeInsideAnEntry(t *testing.T) {
 }
 
 func TestLookupTime(t *testing.T) {
-	clk := &fakeClock{}
-	clk.ms.Store(5_000)
-	s := openTest(t, Config{Now: clk.now})
-	tm, _ := s.CreateTopic("lt", 0, nil)
-	pid := tm.PIDs[0]
+	s, pid, clk := openClocked(t, 5_000, "lt")
 	// Event times: entry k holds two records at 100k and 100k+1, except
 	// entry 2 which is late (timestamps 50, 51): the running max keeps the
 	// index monotonic.
@@ -215,11 +217,7 @@ func FuzzDecodeCursor(f *testing.F) {
 // as the index gives it and as the entry's envelope holds it, and that
 // offsets outside the log have none.
 func TestAppendTimeAt(t *testing.T) {
-	clk := &fakeClock{}
-	clk.ms.Store(5_000)
-	s := openTest(t, Config{Now: clk.now})
-	tm, _ := s.CreateTopic("at", 0, nil)
-	pid := tm.PIDs[0]
+	s, pid, clk := openClocked(t, 5_000, "at")
 	// Entries of 3, 1 and 2 messages, a second apart: offsets 0-2, 3, 4-5.
 	for _, n := range []int{3, 1, 2} {
 		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: makeEntry(t, "a", n, 1, 0)}); err != nil {
