@@ -44,7 +44,7 @@ type Engine struct {
 	started atomic.Bool
 	kick    chan struct{}
 
-	// ahead is the node's runs read ahead of their sending (see sendAhead); streaming counts
+	// ahead is the node's runs read ahead of their sending (see sendAheadBytes); streaming counts
 	// the senders with a stream open, which share sendAheadBytes in their reads.
 	ahead     chan struct{}
 	streaming atomic.Int32

@@ -318,7 +318,7 @@ func (s *sender) session(ctx context.Context, bo *backoff) error {
 		case <-sctx.Done():
 			return context.Cause(sctx)
 		}
-		err := s.sendRun(sctx, st, r)
+		err := s.apply(sctx, st, r)
 		gate.done(r.ahead)
 		if err != nil {
 			return err
@@ -326,8 +326,8 @@ func (s *sender) session(ctx context.Context, bo *backoff) error {
 	}
 }
 
-// sendRun applies one run of the read-ahead: sends its entries, or passes over it.
-func (s *sender) sendRun(sctx context.Context, st *SendStream, r sendRun) error {
+// apply applies one run of the read-ahead: sends its entries, or passes over it.
+func (s *sender) apply(sctx context.Context, st *SendStream, r sendRun) error {
 	switch {
 	case r.lostTo > 0:
 		s.lostToRetention(r.end, r.lostTo)
