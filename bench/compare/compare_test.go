@@ -68,7 +68,7 @@ func TestCompareTiny(t *testing.T) {
 	if len(views) != 2 {
 		t.Errorf("server views of %d systems, want tern's two: %+v", len(views), rep.Views)
 	}
-	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "machine speed (CRC-32C of a cached MiB): start ", "server disk reads in the window (MB per round): tern/kafka ", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
+	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "machine speed (CRC-32C of a cached MiB): start ", "server disk reads in the window (MB per round): tern/kafka ", "server anonymous memory peak (MiB per round): tern/kafka ", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tables lack %q:\n%s", want, out)
 		}
@@ -112,6 +112,8 @@ func TestCompareTernServe(t *testing.T) {
 			t.Errorf("%s: no server RSS", r.Label)
 		} else if r.Server.DiskReadBytes == nil || *r.Server.DiskReadBytes < 0 {
 			t.Errorf("%s: no server disk reads (%v)", r.Label, r.Server.DiskReadBytes)
+		} else if r.Server.AnonPeak <= 0 || r.Server.AnonPeak > r.Server.RSSPeak {
+			t.Errorf("%s: anonymous memory peak %d bytes, RSS peak %d; want some, within it", r.Label, r.Server.AnonPeak, r.Server.RSSPeak)
 		}
 	}
 	served := 0

@@ -157,6 +157,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		}
 		fmt.Fprint(w, timerLine(rep, m))
 		fmt.Fprint(w, diskReadLine(rep, m))
+		fmt.Fprint(w, anonLine(rep, m))
 		fmt.Fprint(w, speedLine(rep, m))
 		if m == perf.ModeE2E {
 			for _, s := range rep.Systems {
@@ -199,6 +200,18 @@ func timerLine(rep *Report, m perf.Mode) string {
 // diskReadLine says, per system, how much each round's server read from
 // the disk in the window (MB): a consumer reading from the disk what it
 // could have read from memory; "" if no run says.
+// anonLine says, per system, the anonymous part of the server's resident
+// peak in each round (MiB): the RSS peak also counts the pages of the
+// binary it maps, which vary from build to build; "" if no run says.
+func anonLine(rep *Report, m perf.Mode) string {
+	return roundsLine(rep, m, "server anonymous memory peak (MiB per round)", func(r *perf.Result) (string, bool) {
+		if r.Server == nil || r.Server.AnonPeak <= 0 {
+			return "", false
+		}
+		return fmt.Sprintf("%.0f", float64(r.Server.AnonPeak)/(1<<20)), true
+	})
+}
+
 func diskReadLine(rep *Report, m perf.Mode) string {
 	return roundsLine(rep, m, "server disk reads in the window (MB per round)", func(r *perf.Result) (string, bool) {
 		if r.Server == nil || r.Server.DiskReadBytes == nil {

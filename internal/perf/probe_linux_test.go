@@ -130,3 +130,33 @@ func TestDiskProbeDropsPagesBehindTheWriter(t *testing.T) {
 		}
 	}
 }
+
+// TestPIDProbeAnonymousMemory probes this process before and after it
+// touches 32 MiB it allocated: the anonymous part of its resident set is
+// given, within RSS, and grows by about what was touched.
+func TestPIDProbeAnonymousMemory(t *testing.T) {
+	probe := PIDProbe(os.Getpid())
+	before, err := probe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Anon <= 0 || before.Anon > before.RSS {
+		t.Fatalf("anonymous memory %d bytes of an RSS of %d; want some, within it", before.Anon, before.RSS)
+	}
+	const size = 32 << 20
+	b := make([]byte, size)
+	for i := 0; i < size; i += 4096 {
+		b[i] = 1
+	}
+	after, err := probe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Anon - before.Anon; got < size/2 {
+		t.Errorf("anonymous memory grew by %d bytes while touching %d", got, size)
+	}
+	if after.Anon > after.RSS {
+		t.Errorf("anonymous memory %d bytes over an RSS of %d", after.Anon, after.RSS)
+	}
+	_ = b[size-1]
+}

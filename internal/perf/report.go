@@ -78,8 +78,11 @@ type Figures struct {
 
 // ServerFigures is the server process's memory and CPU over the run.
 type ServerFigures struct {
-	// RSSPeak is the highest resident set sampled during the run.
-	RSSPeak int64 `json:"rss_peak_bytes"`
+	// RSSPeak is the highest resident set sampled during the run, and
+	// AnonPeak the highest of its anonymous part (ProcSample.Anon), where
+	// the probe can tell.
+	RSSPeak  int64 `json:"rss_peak_bytes"`
+	AnonPeak int64 `json:"anon_peak_bytes,omitempty"`
 	// CPUSeconds is the CPU time the server used in the measured window,
 	// and CPUPerMsg that divided by the messages of the window (published
 	// plus consumed), in microseconds.
@@ -160,6 +163,7 @@ func (r *run) sampleRSS(ctx context.Context) int64 {
 	}
 	r.probe.mu.Lock()
 	r.probe.rssPeak = max(r.probe.rssPeak, s.RSS)
+	r.probe.anonPeak = max(r.probe.anonPeak, s.Anon)
 	r.probe.mu.Unlock()
 	return s.RSS
 }
@@ -177,6 +181,7 @@ func (r *run) sampleServer(ctx context.Context, start bool) {
 		return
 	}
 	r.probe.rssPeak = max(r.probe.rssPeak, s.RSS)
+	r.probe.anonPeak = max(r.probe.anonPeak, s.Anon)
 	if start {
 		r.probe.cpuStart, r.probe.diskStart, r.probe.have = s.CPUSeconds, s.DiskRead, true
 		return
@@ -184,7 +189,7 @@ func (r *run) sampleServer(ctx context.Context, start bool) {
 	if !r.probe.have {
 		return
 	}
-	sf := &ServerFigures{RSSPeak: r.probe.rssPeak, CPUSeconds: s.CPUSeconds - r.probe.cpuStart}
+	sf := &ServerFigures{RSSPeak: r.probe.rssPeak, AnonPeak: r.probe.anonPeak, CPUSeconds: s.CPUSeconds - r.probe.cpuStart}
 	if r.probe.diskStart >= 0 && s.DiskRead >= 0 {
 		d := s.DiskRead - r.probe.diskStart
 		sf.DiskReadBytes = &d
@@ -262,8 +267,11 @@ func (res *Result) WriteTable(w io.Writer) error {
 		return err
 	}
 	if s := res.Server; s != nil {
-		fmt.Fprintf(w, "server: RSS peak %.1f MiB, CPU %.2f s in the window (%.1f us/msg)",
-			float64(s.RSSPeak)/(1<<20), s.CPUSeconds, s.CPUPerMsg)
+		fmt.Fprintf(w, "server: RSS peak %.1f MiB", float64(s.RSSPeak)/(1<<20))
+		if s.AnonPeak > 0 {
+			fmt.Fprintf(w, " (anonymous %.1f MiB)", float64(s.AnonPeak)/(1<<20))
+		}
+		fmt.Fprintf(w, ", CPU %.2f s in the window (%.1f us/msg)", s.CPUSeconds, s.CPUPerMsg)
 		if d := s.DiskReadBytes; d != nil {
 			fmt.Fprintf(w, ", read %.1f MB from the disk", float64(*d)/1e6)
 		}

@@ -105,6 +105,7 @@ type run struct {
 	probe                  struct {
 		mu        sync.Mutex
 		rssPeak   int64
+		anonPeak  int64
 		cpuStart  float64
 		diskStart int64
 		have      bool
