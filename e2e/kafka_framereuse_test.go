@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -97,7 +96,7 @@ func TestKafkaProduceFramesOfVaryingSize(t *testing.T) {
 		fs.EachRecord(func(r *kgo.Record) {
 			i := got[r.Partition]
 			if i >= len(sent[r.Partition]) || !bytes.Equal(r.Value, sent[r.Partition][i]) {
-				t.Fatalf("%s", fmt.Sprintf("partition %d record %d (offset %d) differs from the one sent", r.Partition, i, r.Offset))
+				t.Fatalf("partition %d record %d (offset %d) differs from the one sent", r.Partition, i, r.Offset)
 			}
 			got[r.Partition]++
 			n++
