@@ -260,20 +260,7 @@ func TestKafkaFetchOfPartitionsBehind(t *testing.T) {
 	addr := node.KafkaAddr()
 	const topic, parts, n = "behind", 6, 600
 	createTopic(t, addr, topic, parts, nil)
-	prod := kgoClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(32<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	var recs []*kgo.Record
-	for i := range n {
-		for p := range int32(parts) {
-			v := make([]byte, 1024)
-			binary.BigEndian.PutUint32(v, uint32(i))
-			v[4] = byte(p)
-			recs = append(recs, &kgo.Record{Partition: p, Value: v})
-		}
-	}
-	if err := prod.ProduceSync(ctxT(t), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceIndexed(t, addr, topic, parts, n)
 
 	offsets := map[int32]int64{}
 	for p := range int32(parts) {
@@ -315,7 +302,35 @@ func TestKafkaFetchOfPartitionsBehind(t *testing.T) {
 		t.Fatalf("the answer holds %d record bytes, over its 1 MiB budget", total)
 	}
 
-	cons := kgoClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	consumeIndexed(t, addr, topic, parts, n)
+}
+
+// produceIndexed produces n records of 1 KiB to each of parts partitions of
+// topic, in batches of up to 32 KiB: record i of partition p holds i and p.
+func produceIndexed(t *testing.T, addr, topic string, parts, n int) {
+	t.Helper()
+	prod := kgoClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(32<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	var recs []*kgo.Record
+	for i := range n {
+		for p := range int32(parts) {
+			v := make([]byte, 1024)
+			binary.BigEndian.PutUint32(v, uint32(i))
+			v[4] = byte(p)
+			recs = append(recs, &kgo.Record{Partition: p, Value: v})
+		}
+	}
+	if err := prod.ProduceSync(ctxT(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consumeIndexed reads produceIndexed's records from the start with a
+// consumer made with opts, and fails unless each partition's come in order,
+// each at its own offset, each once.
+func consumeIndexed(t *testing.T, addr, topic string, parts, n int, opts ...kgo.Opt) {
+	t.Helper()
+	cons := kgoClient(t, addr, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	ctx := ctxT(t)
 	next := map[int32]int{}
 	for got := 0; got < parts*n; {
@@ -330,5 +345,42 @@ func TestKafkaFetchOfPartitionsBehind(t *testing.T) {
 			next[r.Partition]++
 			got++
 		})
+	}
+}
+
+// TestKafkaSessionReadsTheNextFetchAhead: a consumer of many partitions
+// behind, whose fetches each fill their budget with a few of them, gets
+// every record once and in order, while the node reads the partitions of
+// each next fetch as the answer before it goes out; those reads serve most
+// of the fetches' reads. A consumer of one partition is read on from where
+// each read ends instead, with nothing asked ahead.
+func TestKafkaSessionReadsTheNextFetchAhead(t *testing.T) {
+	node := startKafka(t)
+	addr := node.KafkaAddr()
+	// Fetches of 256 KiB, 64 KiB a partition: four partitions a fetch.
+	small := []kgo.Opt{kgo.FetchMaxBytes(256 << 10), kgo.FetchMaxPartitionBytes(64 << 10)}
+
+	const many, parts, n = "many-behind", 24, 300
+	createTopic(t, addr, many, parts, nil)
+	produceIndexed(t, addr, many, parts, n)
+	consumeIndexed(t, addr, many, parts, n, small...)
+	fetches := familyValue(scrape(t, node), `tern_kafka_requests_total{api="Fetch"}`)
+	asked := scrapeValue(t, node, "tern_storage_read_ahead_asked_hits_total")
+	hits := scrapeValue(t, node, "tern_storage_read_ahead_hits_total")
+	t.Logf("%d partitions: %v fetches, %v reads served by reads started ahead, %v of them asked for", parts, fetches, hits, asked)
+	// 7.2 MiB in fetches of 256 KiB is some 29 fetches of four partitions.
+	if asked < 2*fetches {
+		t.Fatalf("%v reads asked ahead served %v fetches of four partitions; want at least two a fetch", asked, fetches)
+	}
+
+	const one, m = "one-behind", 2000
+	createTopic(t, addr, one, 1, nil)
+	produceIndexed(t, addr, one, 1, m)
+	consumeIndexed(t, addr, one, 1, m, small...)
+	if got := scrapeValue(t, node, "tern_storage_read_ahead_asked_hits_total"); got != asked {
+		t.Fatalf("a consumer of one partition was served %v reads asked ahead; want none", got-asked)
+	}
+	if got := scrapeValue(t, node, "tern_storage_read_ahead_hits_total"); got < hits+10 {
+		t.Fatalf("a consumer of one partition reading 2 MiB 64 KiB at a time was served %v reads started ahead; want it read on", got-hits)
 	}
 }

@@ -56,9 +56,10 @@ type Metrics struct {
 	// the disk since open, past the page cache: those of segments whose
 	// pages were dropped, or written before open.
 	SegmentDirectReadBytes int64
-	// ReadAheadHits is how many ReadOn calls a read started ahead of
-	// them served.
-	ReadAheadHits int64
+	// ReadAheadHits is how many ReadOn and ReadHere calls a read started
+	// ahead of them served; ReadAheadAskedHits is those of them started by
+	// ReadAheadAt, where the reader said it would read next.
+	ReadAheadHits, ReadAheadAskedHits int64
 	// SegmentPoolBytes is the part of DiskBytes that removed segments
 	// kept for reuse take: space new segments are written into before
 	// any more is taken.
@@ -90,6 +91,7 @@ func (s *Store) Metrics() Metrics {
 		SegmentCacheDropped:    s.segs.droppedBytes(),
 		SegmentDirectReadBytes: s.segs.directBytes.Load(),
 		ReadAheadHits:          s.ra.hits.Load(),
+		ReadAheadAskedHits:     s.ra.askedHits.Load(),
 	}
 	s.mu.RLock()
 	m.Topics = len(s.mu.topics)

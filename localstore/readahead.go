@@ -57,6 +57,8 @@ type readAhead struct {
 	spares  [][]byte
 	wg      sync.WaitGroup
 	hits    atomic.Int64 // reads served from a read started ahead
+	// askedHits counts the hits of reads started by ReadAheadAt.
+	askedHits atomic.Int64
 }
 
 type readAheadKey struct {
@@ -78,12 +80,14 @@ type readAheadSlot struct {
 	// after it starts and whether to start it (readAheadFrom).
 	chain, finished, nextOK bool
 	next                    int64
+	// asked: started by ReadAheadAt.
+	asked bool
 }
 
 // ReadOn reads as ReadInto does, for a reader that reads on from where
 // this read ends. When a read stops short of the high watermark, the store
 // starts the next one at once, and the reader's next call at that offset
-// (with at least the same maxBytes) takes it instead of reading. The
+// takes it instead of reading (up to that call's maxBytes). The
 // entries are the ones ReadInto would return; a read started ahead is
 // dropped, and the call reads afresh, if the partition was deleted or its
 // start moved past it since (partition ids are never used again).
@@ -93,19 +97,59 @@ type readAheadSlot struct {
 // which holds the entries. So a reader that passes back the buffer of its
 // last call allocates nothing per read: two buffers take turns.
 func (s *Store) ReadOn(pid PartitionID, from int64, maxBytes int, buf []byte) ([]Entry, []byte, error) {
+	return s.readTaking(pid, from, maxBytes, buf, true)
+}
+
+// ReadHere reads as ReadOn does, and takes a read started ahead at from
+// as it does (ReadAheadAt), but starts none after it: for a reader whose
+// next read of the partition is not where this one ends, such as a Kafka
+// consumer of many partitions, which reads the others before it comes
+// back to this one.
+func (s *Store) ReadHere(pid PartitionID, from int64, maxBytes int, buf []byte) ([]Entry, []byte, error) {
+	return s.readTaking(pid, from, maxBytes, buf, false)
+}
+
+// ReadAheadAt starts a read of up to maxBytes at (pid, from) for a ReadOn
+// or ReadHere call there soon: a reader
+// that knows where it reads next (a Kafka fetch session knows where its
+// next fetch starts) has that read done while it sends. Nothing is started
+// if a read there was started already or read-ahead has no room.
+func (s *Store) ReadAheadAt(pid PartitionID, from int64, maxBytes int) {
+	ra := &s.ra
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if sl := s.startReadLocked(pid, from, maxBytes, nil, false); sl != nil {
+		sl.asked = true
+	}
+}
+
+// readTaking serves a read from one started ahead at from if there is one
+// worth serving, and reads afresh otherwise; with on, it starts the read
+// after it (readAheadAfter).
+func (s *Store) readTaking(pid PartitionID, from int64, maxBytes int, buf []byte, on bool) ([]Entry, []byte, error) {
 	var spare []byte
-	if sl := s.ra.take(pid, from, maxBytes); sl != nil {
+	if sl := s.ra.take(pid, from); sl != nil {
 		<-sl.done
 		if p, err := s.partition(pid); sl.err == nil && err == nil && from >= p.start.Load() && sl.enough(p.hw.Load()) {
 			s.ra.hits.Add(1)
-			s.readAheadAfter(pid, sl.es, maxBytes, buf, true)
-			return sl.es, sl.buf, nil
+			if sl.asked {
+				s.ra.askedHits.Add(1)
+			}
+			es := fitEntries(sl.es, maxBytes)
+			if on {
+				s.readAheadAfter(pid, es, maxBytes, buf, true)
+			} else {
+				s.ra.keep(buf)
+			}
+			return es, sl.buf, nil
 		}
 		spare = sl.buf
 	}
 	es, keep, err := s.ReadInto(pid, from, maxBytes, buf)
-	if err == nil {
+	if err == nil && on {
 		s.readAheadAfter(pid, es, maxBytes, spare, true)
+	} else {
+		s.ra.keep(spare)
 	}
 	return es, keep, err
 }
@@ -129,14 +173,32 @@ func (sl *readAheadSlot) enough(hw int64) bool {
 	return 2*n >= sl.maxBytes
 }
 
-// take removes and returns the read started ahead at (pid, from), if it
-// reads no more than maxBytes; nil if there is none.
-func (ra *readAhead) take(pid PartitionID, from int64, maxBytes int) *readAheadSlot {
+// fitEntries is the entries of es a read of maxBytes returns: ReadInto's
+// bound, whole entries up to maxBytes and at least one. A read started
+// ahead with more room than its taker asks for serves it with these.
+func fitEntries(es []Entry, maxBytes int) []Entry {
+	read := 0
+	for i, e := range es {
+		if i > 0 && read+len(e.Value) > maxBytes {
+			return es[:i]
+		}
+		read += len(e.Value)
+		if read >= maxBytes {
+			return es[:i+1]
+		}
+	}
+	return es
+}
+
+// take removes and returns the read started ahead at (pid, from); nil if
+// there is none. Its entries are served up to the taker's maxBytes
+// (fitEntries).
+func (ra *readAhead) take(pid PartitionID, from int64) *readAheadSlot {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	k := readAheadKey{pid, from}
 	sl := ra.slots[k]
-	if sl == nil || sl.maxBytes > maxBytes {
+	if sl == nil {
 		return nil
 	}
 	delete(ra.slots, k)
@@ -190,15 +252,16 @@ func (s *Store) readAheadFrom(pid PartitionID, es []Entry) (int64, bool) {
 }
 
 // startReadLocked starts the read at (pid, next) into spare, if there is
-// none there and read-ahead has room; ra.mu is held. With chain, the read
-// after it starts as soon as it is done, before its reader can take it, so
-// never behind the reader.
-func (s *Store) startReadLocked(pid PartitionID, next int64, maxBytes int, spare []byte, chain bool) {
+// none there and read-ahead has room, and returns its slot (nil if none
+// was started); ra.mu is held. With chain, the read after it starts as
+// soon as it is done, before its reader can take it, so never behind the
+// reader.
+func (s *Store) startReadLocked(pid PartitionID, next int64, maxBytes int, spare []byte, chain bool) *readAheadSlot {
 	ra := &s.ra
 	k := readAheadKey{pid, next}
 	if ra.closing || ra.slots[k] != nil {
 		ra.keepLocked(spare)
-		return
+		return nil
 	}
 	now := time.Now()
 	if len(ra.slots) >= readAheadSlots || ra.bytes+maxBytes > readAheadBytes {
@@ -214,7 +277,7 @@ func (s *Store) startReadLocked(pid PartitionID, next int64, maxBytes int, spare
 		}
 		if len(ra.slots) >= readAheadSlots || ra.bytes+maxBytes > readAheadBytes {
 			ra.keepLocked(spare)
-			return
+			return nil
 		}
 	}
 	if spare == nil && len(ra.spares) > 0 {
@@ -245,6 +308,7 @@ func (s *Store) startReadLocked(pid PartitionID, next int64, maxBytes int, spare
 		ra.mu.Unlock()
 		close(sl.done)
 	}()
+	return sl
 }
 
 // close stops read-ahead and waits for the reads in progress, before the

@@ -120,8 +120,8 @@ func TestReadOnKeepsTwoReadsAhead(t *testing.T) {
 
 // TestReadOnDropsWhatChangedUnderIt: a read started ahead is not served
 // once the log's start moved past it, nor once its topic was deleted; the
-// reader gets what ReadInto gives then. A reader that reads from
-// elsewhere, or with less room than the read started ahead, reads afresh.
+// reader gets what ReadInto gives then. A reader with less room than the
+// read started ahead is served the part of it that fits.
 func TestReadOnDropsWhatChangedUnderIt(t *testing.T) {
 	s, pid := openTopic(t, Config{}, "moved")
 	appendEntries(t, s, pid, 40, 1000)
@@ -141,17 +141,20 @@ func TestReadOnDropsWhatChangedUnderIt(t *testing.T) {
 			t.Fatalf("read at %d, below the new start: %v, want an offset out of range", at, err)
 		}
 	}
-	// Less room than the read started at next+12 has: read afresh.
+	if hits := s.Metrics().ReadAheadHits; hits != 0 {
+		t.Errorf("%d reads served ahead, want none", hits)
+	}
+	// Less room than the read started at next+12 has: served what fits.
 	es, _, err = s.ReadOn(pid, next+8, 8<<10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	after := es[len(es)-1].BaseOffset + 4
-	if es, _, err = s.ReadOn(pid, after, 2<<10, nil); err != nil || len(es) != 1 {
-		t.Fatalf("read with less room: %d entries, %v; want 1", len(es), err)
+	if es, _, err = s.ReadOn(pid, after, 2<<10, nil); err != nil || len(es) != 1 || es[0].BaseOffset != after {
+		t.Fatalf("read with less room: %d entries, %v; want 1 at %d", len(es), err, after)
 	}
-	if hits := s.Metrics().ReadAheadHits; hits != 0 {
-		t.Errorf("%d reads served ahead, want none", hits)
+	if hits := s.Metrics().ReadAheadHits; hits != 1 {
+		t.Errorf("%d reads served ahead, want 1", hits)
 	}
 	if err := s.DeleteTopic("moved"); err != nil {
 		t.Fatal(err)
@@ -214,7 +217,7 @@ func TestReadOnReadsAfreshWhenMoreArrived(t *testing.T) {
 		if err != nil || len(es) != 2 {
 			t.Fatalf("read at %d: %d entries, %v; want 2", from, len(es), err)
 		}
-		sl := s.ra.take(pid, from+8, room)
+		sl := s.ra.take(pid, from+8)
 		if sl == nil {
 			t.Fatalf("no read started at %d", from+8)
 		}
@@ -268,12 +271,89 @@ func TestReadOnKeepsTheBufferAReaderGaveUp(t *testing.T) {
 	if _, _, err := s.ReadOn(pid, 16, room, nil); err != nil {
 		t.Fatal(err)
 	}
-	sl := s.ra.take(pid, 24, room)
+	sl := s.ra.take(pid, 24)
 	if sl == nil {
 		t.Fatal("no read started at 24")
 	}
 	<-sl.done
 	if cap(sl.buf) == 0 || &sl.buf[:1][0] != &given[:1][0] {
 		t.Fatal("the read started at 24 did not fill the buffer kept")
+	}
+}
+
+// TestReadAheadAtServesReadHere: a read started at an offset a reader
+// names (ReadAheadAt) serves the reader's ReadHere there, whatever room
+// either has, with what a fresh read of the smaller room gives, byte for
+// byte, and ReadHere starts no read after it. Entries of several sizes make
+// the room's bound fall in different places.
+func TestReadAheadAtServesReadHere(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
+			s, pid := openTopic(t, Config{InlineEntries: inline}, "at")
+			for range 5 {
+				appendEntries(t, s, pid, 3, 700)
+				appendEntries(t, s, pid, 2, 3000)
+				appendEntries(t, s, pid, 4, 100)
+			}
+			_, hw, err := s.Offsets(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hits, trimmed := int64(0), 0
+			for _, from := range []int64{0, 12, 13, 40, 101, 176} {
+				for _, ahead := range []int{1, 2 << 10, 9 << 10, 64 << 10} {
+					for _, room := range []int{1, 800, 3 << 10, 9 << 10, 64 << 10} {
+						s.ReadAheadAt(pid, from, ahead)
+						s.ra.mu.Lock()
+						sl := s.ra.slots[readAheadKey{pid, from}]
+						s.ra.mu.Unlock()
+						if sl == nil {
+							t.Fatalf("no read started at %d", from)
+						}
+						<-sl.done
+						got, _, err := s.ReadHere(pid, from, room, nil)
+						if err != nil {
+							t.Fatal(err)
+						}
+						served := s.Metrics().ReadAheadHits > hits
+						hits = s.Metrics().ReadAheadHits
+						if !served && sl.enough(hw) {
+							t.Fatalf("from %d, started with %d, read with %d: read afresh", from, ahead, room)
+						}
+						fresh := room
+						if served {
+							fresh = min(ahead, room)
+						}
+						want, err := s.Read(pid, from, fresh)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(got) != len(want) {
+							t.Fatalf("from %d, started with %d, read with %d (served ahead: %v): %d entries, want %d", from, ahead, room, served, len(got), len(want))
+						}
+						for i := range want {
+							if got[i].BaseOffset != want[i].BaseOffset || got[i].Count != want[i].Count || !bytes.Equal(got[i].Value, want[i].Value) {
+								t.Fatalf("from %d, started with %d, read with %d: entry %d differs", from, ahead, room, i)
+							}
+						}
+						if served && len(sl.es) > len(got) {
+							trimmed++
+						}
+						s.ra.mu.Lock()
+						left := len(s.ra.slots)
+						s.ra.mu.Unlock()
+						if left != 0 {
+							t.Fatalf("from %d: %d reads started after ReadHere, want none", from, left)
+						}
+					}
+				}
+			}
+			if hits == 0 || trimmed == 0 {
+				t.Fatalf("%d reads served from reads started ahead, %d of them with fewer entries than were read; want some of each", hits, trimmed)
+			}
+			if asked := s.Metrics().ReadAheadAskedHits; asked != hits {
+				t.Fatalf("%d reads served from reads asked for, of %d served ahead; want all", asked, hits)
+			}
+		})
 	}
 }

@@ -148,6 +148,16 @@ type Log interface {
 	// up to maxBytes (always at least one entry when any is available).
 	// It does not wait; see Wait.
 	Fetch(ctx context.Context, p Partition, offset int64, maxBytes int) (FetchResult, error)
+	// FetchHere reads as Fetch does, for a reader whose next read of p is
+	// not where this one ends (a consumer of many partitions reads the
+	// others first): the node does not read on after it, as Fetch does for
+	// a reader behind. A read Prefetch started at offset is taken as Fetch
+	// takes it.
+	FetchHere(ctx context.Context, p Partition, offset int64, maxBytes int) (FetchResult, error)
+	// Prefetch starts reading up to maxBytes of p at offset, for a Fetch or
+	// FetchHere there soon with at least that maxBytes, if the node has
+	// room for it. It does not wait.
+	Prefetch(ctx context.Context, p Partition, offset int64, maxBytes int)
 	// Offsets reports the log start offset, the high watermark and the
 	// last stable offset.
 	Offsets(ctx context.Context, p Partition) (PartitionOffsets, error)

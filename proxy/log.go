@@ -118,6 +118,27 @@ func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *proto
 
 // Fetch implements protocols.Log.
 func (n *Node) Fetch(ctx context.Context, p protocols.Partition, offset int64, maxBytes int) (protocols.FetchResult, error) {
+	return n.fetch(p, offset, maxBytes, n.store.ReadOn)
+}
+
+// FetchHere implements protocols.Log.
+func (n *Node) FetchHere(ctx context.Context, p protocols.Partition, offset int64, maxBytes int) (protocols.FetchResult, error) {
+	return n.fetch(p, offset, maxBytes, n.store.ReadHere)
+}
+
+// Prefetch implements protocols.Log.
+func (n *Node) Prefetch(ctx context.Context, p protocols.Partition, offset int64, maxBytes int) {
+	pid, err := n.pid(p)
+	if err != nil {
+		return
+	}
+	if start, hw, err := n.store.Offsets(pid); err == nil && offset >= start && offset < hw {
+		n.store.ReadAheadAt(pid, offset, maxBytes)
+	}
+}
+
+// fetch reads with read, the store's ReadOn or ReadHere.
+func (n *Node) fetch(p protocols.Partition, offset int64, maxBytes int, read func(localstore.PartitionID, int64, int, []byte) ([]localstore.Entry, []byte, error)) (protocols.FetchResult, error) {
 	pid, err := n.pid(p)
 	if err != nil {
 		return protocols.FetchResult{}, err
@@ -130,7 +151,7 @@ func (n *Node) Fetch(ctx context.Context, p protocols.Partition, offset int64, m
 	bp := readBufs.Get().(*[]byte)
 	// The pooled buffer is the store's from here (ReadOn); the one the
 	// entries are in goes back to the pool once they are sent.
-	es, buf, err := n.store.ReadOn(pid, offset, maxBytes, *bp)
+	es, buf, err := read(pid, offset, maxBytes, *bp)
 	*bp = buf
 	if err != nil {
 		readBufs.Put(bp)

@@ -51,7 +51,8 @@ var (
 		{"tern_storage_segment_written_bytes_total", "Bytes written to segment files.", true},
 		{"tern_storage_segment_cache_dropped_bytes_total", "Bytes of segment data whose pages were dropped from the page cache once more than storage.segment_cache behind the newest.", true},
 		{"tern_storage_segment_direct_read_bytes_total", "Bytes of segment data read straight from the disk, past the page cache: data older than storage.segment_cache, or written before the node started.", true},
-		{"tern_storage_read_ahead_hits_total", "Reads of a reader behind the high watermark (a consumer reading a backlog) served by a read the node started as the reader's previous read ended.", true},
+		{"tern_storage_read_ahead_hits_total", "Reads of a reader behind the high watermark (a consumer reading a backlog) served by a read the node started before the reader asked: as the reader's previous read ended, or where it said it would read next.", true},
+		{"tern_storage_read_ahead_asked_hits_total", "The read-ahead hits of reads started where the reader said it would read next: a Kafka fetch session's next fetch, read while the answer before it goes out.", true},
 		{"tern_storage_failed", "1 when a write error stopped storage.", false},
 		{"tern_ready", "1 when the node is ready.", false},
 	}
@@ -109,6 +110,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		"tern_storage_segment_cache_dropped_bytes_total": float64(m.SegmentCacheDropped),
 		"tern_storage_segment_direct_read_bytes_total":   float64(m.SegmentDirectReadBytes),
 		"tern_storage_read_ahead_hits_total":             float64(m.ReadAheadHits),
+		"tern_storage_read_ahead_asked_hits_total":       float64(m.ReadAheadAskedHits),
 		"tern_storage_failed":                            b(m.Failed),
 		"tern_ready":                                     b(c.n.Ready()),
 	}

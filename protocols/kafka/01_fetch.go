@@ -40,10 +40,11 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 	}
 	req = plan.read
 	watches := watchBufs.get(plan.size())[:0]
-	resp, n, watches, done, sent := c.s.fetchOnce(c.ctx, req, watches)
+	resp, n, watches, done, sent := c.s.fetchOnce(c.ctx, req, plan.here, watches)
 	if done || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(watches) == 0 {
 		c.s.stats.fetched.Add(int64(n))
 		plan.finish(resp, sent)
+		c.s.prefetch(plan, n)
 		watchBufs.put(watches)
 		r.resp, r.sent = resp, sent
 		return nil
@@ -59,17 +60,19 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 			cancel()
 			if ctx.Err() != nil || c.s.drain.Err() != nil {
 				plan.finish(resp, sent)
+				c.s.prefetch(plan, n)
 				watchBufs.put(watches)
 				r.sent = sent
 				return resp
 			}
 			dropResp(resp)
-			resp, n, watches, done, sent = c.s.fetchOnce(ctx, req, watches[:0])
+			resp, n, watches, done, sent = c.s.fetchOnce(ctx, req, plan.here, watches[:0])
 			// A watch error (a watched partition went away) is reported by
 			// the read just done.
 			if done || n >= int(req.MinBytes) || err != nil || !time.Now().Before(deadline) {
 				c.s.stats.fetched.Add(int64(n))
 				plan.finish(resp, sent)
+				c.s.prefetch(plan, n)
 				watchBufs.put(watches)
 				r.sent = sent
 				return resp
@@ -79,10 +82,15 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 	return nil
 }
 
-// fetchOnce reads every requested partition. It returns the response, the
+// fetchOnce reads every requested partition, with Log.FetchHere if here
+// (fetchPlan.here) and Log.Fetch otherwise. It returns the response, the
 // record bytes in it, the partitions to watch for a long-poll (appended to
 // watches), and whether an error means the reply should go out at once.
-func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches []protocols.Watch) (_ *kmsg.FetchResponse, _ int, _ []protocols.Watch, _ bool, sent []sentBatch) {
+func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, here bool, watches []protocols.Watch) (_ *kmsg.FetchResponse, _ int, _ []protocols.Watch, _ bool, sent []sentBatch) {
+	fetch := s.b.Fetch
+	if here {
+		fetch = s.b.FetchHere
+	}
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	tc := s.newTopicCache(false)
@@ -92,7 +100,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 	}
 	total := 0
 	urgent := false
-	pre := s.readAhead(ctx, req, tc, remaining)
+	pre := s.readAhead(ctx, req, tc, remaining, fetch)
 	defer pre.drop()
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
@@ -126,7 +134,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, watches 
 			}
 			res, ok, err := pre.take(ti, pi, maxBytes)
 			if !ok {
-				res, err = s.b.Fetch(ctx, part, p.FetchOffset, maxBytes)
+				res, err = fetch(ctx, part, p.FetchOffset, maxBytes)
 			}
 			if err != nil {
 				sp.ErrorCode = errCode(err)
@@ -230,7 +238,7 @@ type partitionRead struct {
 // behind (see maxParallelReads), as many as the response budget may take
 // at each one's PartitionMaxBytes, when there are at least two: one read
 // needs no company.
-func (s *Server) readAhead(ctx context.Context, req *kmsg.FetchRequest, tc *topicCache, budget int) *partitionReads {
+func (s *Server) readAhead(ctx context.Context, req *kmsg.FetchRequest, tc *topicCache, budget int, fetch fetchFunc) *partitionReads {
 	type todo struct {
 		ti, pi   int
 		part     protocols.Partition
@@ -273,10 +281,71 @@ find:
 		r.maxBytes, r.done = w.maxBytes, make(chan struct{})
 		go func() {
 			defer close(r.done)
-			r.res, r.err = s.b.Fetch(ctx, w.part, w.offset, w.maxBytes)
+			r.res, r.err = fetch(ctx, w.part, w.offset, w.maxBytes)
 		}()
 	}
 	return pr
+}
+
+// fetchFunc is Log.Fetch or Log.FetchHere.
+type fetchFunc func(ctx context.Context, p protocols.Partition, offset int64, maxBytes int) (protocols.FetchResult, error)
+
+// prefetch starts the reads of the partitions the next fetch of plan's
+// session reads first, once its answer is made: the node reads them while
+// the answer goes out and the consumer takes it in, and the next fetch
+// finds them read (Log.Prefetch). franz-go, like Kafka's own consumer,
+// sends one fetch at a time to a broker: a consumer of 100 partitions
+// behind, whose fetches each read four of them from the disk, left the
+// node waiting for it and itself waiting for the node's reads. The
+// partitions are those readAhead would read together in that fetch, with
+// the room it would give them; a partition the consumer is told records
+// of now moves to the end of the order, and has none started.
+//
+// It starts none unless the answer, of n record bytes, filled its budget:
+// otherwise it read every partition that had records, and the consumer is
+// told of them all. A consumer that keeps up is then spared the lookups: a
+// node serving one of 1000 partitions at 50k msgs/s spent 8 % more per
+// message with them.
+func (s *Server) prefetch(plan fetchPlan, n int) {
+	sess := plan.sess
+	if sess == nil {
+		return
+	}
+	budget := min(int(plan.read.MaxBytes), s.cfg.FetchMaxBytes)
+	if n < budget {
+		if plan.here {
+			sess.mu.Lock()
+			sess.ahead = false
+			sess.mu.Unlock()
+		}
+		return
+	}
+	var buf [readAheadScan]nextRead
+	sess.mu.Lock()
+	next := sess.nextReads(buf[:0], readAheadScan)
+	sess.mu.Unlock()
+	tc := s.newTopicCache(false)
+	started := 0
+	ctx := context.Background() // the session outlives the connection
+	for _, r := range next {
+		if budget <= 0 || started == maxParallelReads {
+			break
+		}
+		part, err := tc.partition(ctx, r.topic, r.partition)
+		if err != nil {
+			continue
+		}
+		off, err := s.b.Offsets(ctx, part)
+		if err != nil || r.offset < off.Start || off.HighWatermark-r.offset < readAheadBehind {
+			continue
+		}
+		s.b.Prefetch(ctx, part, r.offset, max(min(int(r.maxBytes), budget), 1))
+		budget -= max(int(r.maxBytes), 1)
+		started++
+	}
+	sess.mu.Lock()
+	sess.ahead = started > 0
+	sess.mu.Unlock()
 }
 
 // take waits for the read of partition (ti, pi) and gives it, if it was

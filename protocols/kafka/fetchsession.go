@@ -73,6 +73,11 @@ type fetchSession struct {
 	// gen counts answers; scratch is answer's, for reordering parts.
 	gen     uint64
 	scratch []*sessionPart
+	// ahead: reads of the next fetch's first partitions were started when
+	// the last answer went out (Server.prefetch), so the partitions a
+	// fetch reads are not read on (Log.FetchHere): their next reads come
+	// after the others'.
+	ahead bool
 }
 
 type sessionKey struct {
@@ -106,6 +111,8 @@ type fetchPlan struct {
 	sess    *fetchSession
 	parts   []*sessionPart
 	readBuf []kmsg.FetchRequestTopicPartition
+	// here: read with Log.FetchHere (fetchSession.ahead).
+	here bool
 }
 
 // size is the number of partitions the plan reads.
@@ -156,7 +163,7 @@ func (c *fetchSessions) plan(req *kmsg.FetchRequest) (fetchPlan, int16) {
 	}
 	s.epoch = nextEpoch(s.epoch)
 	c.incremental.Add(1)
-	p.sess, p.parts = s, slices.Clone(s.parts)
+	p.sess, p.parts, p.here = s, slices.Clone(s.parts), s.ahead
 	p.read, p.readBuf = sessionRequest(req, p.parts)
 	return p, 0
 }
@@ -383,4 +390,28 @@ func (s *fetchSession) answer(resp *kmsg.FetchResponse, sent []sentBatch, parts 
 	}
 	copy(s.parts[n:], s.scratch)
 	clear(s.scratch)
+}
+
+// nextRead is a partition a session's next fetch reads, where it reads.
+type nextRead struct {
+	sessionKey
+	offset   int64
+	maxBytes int32
+}
+
+// nextReads appends to out the first n partitions the session's next fetch
+// reads whose offset the node knows: those the last answer did not tell
+// about (the consumer moves the offsets of those it told records of, and
+// they are last in the order now). s.mu is held.
+func (s *fetchSession) nextReads(out []nextRead, n int) []nextRead {
+	for _, sp := range s.parts {
+		if len(out) == n {
+			break
+		}
+		if sp.gen == s.gen && sp.told {
+			continue
+		}
+		out = append(out, nextRead{sp.sessionKey, sp.fetchOffset, sp.maxBytes})
+	}
+	return out
 }
