@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"net"
 	"os"
 	"slices"
@@ -119,13 +118,9 @@ func (c *conn) serve() {
 	_ = c.nc.Close()
 }
 
-// maxSpareFrame bounds the frame buffer a connection keeps for reuse.
-const maxSpareFrame = 16 << 20
-
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
-	var spare []byte
 	for {
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
 			return c.readErr(err)
@@ -139,29 +134,28 @@ func (c *conn) readLoop() error {
 			return nil
 		}
 		// A Produce request's bytes are copied into the log before its
-		// handler returns, so its frame buffer is reused for the next
-		// Produce frame; other requests may keep slices of theirs (group
-		// metadata, assignments) and get a fresh one, and so does a frame
-		// over maxSpareFrame, which leaves the spare for the frames after
-		// it. A new buffer for a Produce frame has room for larger ones
-		// that may follow: a producer of many partitions sends requests of
-		// varying size. (Sized for the last frame, and dropped for each one
-		// over maxSpareFrame, the spare fitted too few: a producer of 1000
-		// partitions had its node allocate 4.5 GB of frames in 10 s.)
+		// handler returns, so its frame is read into a buffer of the
+		// node's pool (framebuf.go), handed back once the handler is
+		// done. Other requests may keep slices of theirs (group
+		// metadata, assignments) and get a fresh one.
 		produce := false
 		if key, err := br.Peek(2); err == nil {
 			produce = int16(binary.BigEndian.Uint16(key)) == kmsg.Produce.Int16()
 		}
-		var buf []byte
-		switch {
-		case !produce || int(size) > maxSpareFrame:
+		var (
+			buf []byte
+			fb  frameBuf
+		)
+		if produce {
+			fb = produceFrames.get(int(size))
+			buf = fb.b[:size:size]
+		} else {
 			buf = make([]byte, size)
-		case cap(spare) >= int(size):
-			buf, spare = spare[:size], nil
-		default:
-			buf, spare = make([]byte, size, min(maxSpareFrame, 1<<bits.Len(uint(size-1)))), nil
 		}
 		if _, err := io.ReadFull(br, buf); err != nil {
+			if produce {
+				produceFrames.put(fb)
+			}
 			if err == io.ErrUnexpectedEOF {
 				return fmt.Errorf("%w: connection ended inside a %d-byte frame", errProtocol, size)
 			}
@@ -169,13 +163,13 @@ func (c *conn) readLoop() error {
 		}
 		received := time.Now()
 		r, err := c.handle(buf)
+		if produce {
+			produceFrames.put(fb)
+		}
 		if err != nil {
 			return err
 		}
 		r.started, r.received, r.handled = started, received, time.Now()
-		if produce && r.key == kmsg.Produce.Int16() && cap(buf) <= maxSpareFrame {
-			spare = buf
-		}
 		select {
 		case c.queue <- r:
 		case <-c.ctx.Done():
