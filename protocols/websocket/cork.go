@@ -25,8 +25,10 @@ type corkConn struct {
 	net.Conn
 	mu     sync.Mutex
 	corked bool
-	buf    []byte
-	writes *atomic.Int64 // counts writes to the connection
+	// deadline bounds the writes a full cork makes before it is uncorked.
+	deadline time.Time
+	buf      []byte
+	writes   *atomic.Int64 // counts writes to the connection
 }
 
 // maxCork bounds what a cork holds before it writes anyway.
@@ -49,6 +51,12 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		c.buf = append(c.buf, p...)
 		return len(p), nil
 	}
+	if c.corked {
+		// The cork is full: what it holds and p go out now, within
+		// the cork's deadline.
+		_ = c.Conn.SetWriteDeadline(c.deadline)
+		defer func() { _ = c.Conn.SetWriteDeadline(time.Time{}) }()
+	}
 	if err := c.writeBufLocked(); err != nil {
 		return 0, err
 	}
@@ -68,9 +76,13 @@ func (c *corkConn) writeBufLocked() error {
 	return err
 }
 
-func (c *corkConn) cork() {
+// cork holds the writes that follow until uncork. Those that do not fit
+// the cork go out within timeout from now: a session writes its frames
+// into a cork with no context of their own (session.batch).
+func (c *corkConn) cork(timeout time.Duration) {
 	c.mu.Lock()
 	c.corked = true
+	c.deadline = time.Now().Add(timeout)
 	c.mu.Unlock()
 }
 

@@ -10,21 +10,26 @@ import (
 	"time"
 )
 
-// recConn records what is written to it.
+// recConn records what is written to it, and the write deadline each
+// write had.
 type recConn struct {
 	net.Conn
 	writes    [][]byte
 	deadlines []time.Time
+	deadline  time.Time   // the one set now
+	under     []time.Time // the deadline of each write
 	closed    bool
 }
 
 func (c *recConn) Write(p []byte) (int, error) {
 	c.writes = append(c.writes, bytes.Clone(p))
+	c.under = append(c.under, c.deadline)
 	return len(p), nil
 }
 
 func (c *recConn) SetWriteDeadline(t time.Time) error {
 	c.deadlines = append(c.deadlines, t)
+	c.deadline = t
 	return nil
 }
 
@@ -59,7 +64,7 @@ func frames(t *testing.T, c *corkConn, n, size int) []byte {
 func TestCorkWritesABatchAtOnce(t *testing.T) {
 	rc := &recConn{}
 	c := &corkConn{Conn: rc, writes: new(atomic.Int64)}
-	c.cork()
+	c.cork(5 * time.Second)
 	want := frames(t, c, 100, 300)
 	if len(rc.writes) != 0 {
 		t.Fatalf("%d writes while corked, want none", len(rc.writes))
@@ -81,12 +86,27 @@ func TestCorkWritesABatchAtOnce(t *testing.T) {
 }
 
 // TestCorkHoldsAtMostMaxCork: a batch larger than maxCork leaves in
-// several writes, none over maxCork plus one frame, every byte in order.
+// several writes, none over maxCork plus one frame, every byte in order;
+// those made before the cork is uncorked have the deadline it was corked
+// with, and the deadline is cleared after each.
 func TestCorkHoldsAtMostMaxCork(t *testing.T) {
 	rc := &recConn{}
 	c := &corkConn{Conn: rc, writes: new(atomic.Int64)}
-	c.cork()
+	corked := time.Now()
+	c.cork(time.Minute)
 	want := frames(t, c, 200, 4000) // 800 KB
+	full := len(rc.writes)
+	if full == 0 {
+		t.Fatal("800 KB held in a cork of maxCork bytes")
+	}
+	for i, d := range rc.under {
+		if d.Before(corked.Add(time.Minute)) || d.After(time.Now().Add(time.Minute)) {
+			t.Fatalf("write %d of the full cork had deadline %v; want the minute it was corked with", i, d)
+		}
+	}
+	if !rc.deadline.IsZero() {
+		t.Fatal("the deadline stayed set after the full cork's writes")
+	}
 	if err := c.uncork(time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +131,7 @@ func TestCorkHoldsAtMostMaxCork(t *testing.T) {
 func TestCorkCloseWritesWhatItHolds(t *testing.T) {
 	rc := &recConn{}
 	c := &corkConn{Conn: rc, writes: new(atomic.Int64)}
-	c.cork()
+	c.cork(time.Second)
 	want := frames(t, c, 2, 50)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

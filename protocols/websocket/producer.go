@@ -532,12 +532,17 @@ func (ps *producerSession) answer(ss *session) {
 			frames = ps.receipt(r, frames[:0])
 		}
 		if write && !corked && ss.cork != nil {
-			ss.cork.cork()
+			ss.cork.cork(ss.s.cfg.WriteTimeout)
 			corked = true
 		}
 		for _, f := range frames {
-			if write && ss.write(f) != nil {
-				write = false
+			if !write {
+				break
+			}
+			if corked {
+				write = ss.writeCorked(f) == nil
+			} else {
+				write = ss.write(f) == nil
 			}
 		}
 		if ps.held != nil {
