@@ -118,12 +118,12 @@ func (n *Node) guard(pid localstore.PartitionID, p protocols.Partition, h *proto
 
 // Fetch implements protocols.Log.
 func (n *Node) Fetch(ctx context.Context, p protocols.Partition, offset int64, maxBytes int) (protocols.FetchResult, error) {
-	return n.fetch(p, offset, maxBytes, n.store.ReadOn)
+	return n.fetch(p, offset, maxBytes, true)
 }
 
 // FetchHere implements protocols.Log.
 func (n *Node) FetchHere(ctx context.Context, p protocols.Partition, offset int64, maxBytes int) (protocols.FetchResult, error) {
-	return n.fetch(p, offset, maxBytes, n.store.ReadHere)
+	return n.fetch(p, offset, maxBytes, false)
 }
 
 // Prefetch implements protocols.Log.
@@ -137,8 +137,8 @@ func (n *Node) Prefetch(ctx context.Context, p protocols.Partition, offset int64
 	}
 }
 
-// fetch reads with read, the store's ReadOn or ReadHere.
-func (n *Node) fetch(p protocols.Partition, offset int64, maxBytes int, read func(localstore.PartitionID, int64, int, []byte) ([]localstore.Entry, []byte, error)) (protocols.FetchResult, error) {
+// fetch reads with the store's ReadOn if on, else with its ReadHere.
+func (n *Node) fetch(p protocols.Partition, offset int64, maxBytes int, on bool) (protocols.FetchResult, error) {
 	pid, err := n.pid(p)
 	if err != nil {
 		return protocols.FetchResult{}, err
@@ -151,7 +151,15 @@ func (n *Node) fetch(p protocols.Partition, offset int64, maxBytes int, read fun
 	bp := readBufs.Get().(*[]byte)
 	// The pooled buffer is the store's from here (ReadOn); the one the
 	// entries are in goes back to the pool once they are sent.
-	es, buf, err := read(pid, offset, maxBytes, *bp)
+	var (
+		es  []localstore.Entry
+		buf []byte
+	)
+	if on {
+		es, buf, err = n.store.ReadOn(pid, offset, maxBytes, *bp)
+	} else {
+		es, buf, err = n.store.ReadHere(pid, offset, maxBytes, *bp)
+	}
 	*bp = buf
 	if err != nil {
 		readBufs.Put(bp)

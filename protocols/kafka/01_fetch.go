@@ -87,10 +87,6 @@ func handleFetch(c *conn, kr kmsg.Request, r *reply) error {
 // record bytes in it, the partitions to watch for a long-poll (appended to
 // watches), and whether an error means the reply should go out at once.
 func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, here bool, watches []protocols.Watch) (_ *kmsg.FetchResponse, _ int, _ []protocols.Watch, _ bool, sent []sentBatch) {
-	fetch := s.b.Fetch
-	if here {
-		fetch = s.b.FetchHere
-	}
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	tc := s.newTopicCache(false)
@@ -100,7 +96,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, here boo
 	}
 	total := 0
 	urgent := false
-	pre := s.readAhead(ctx, req, tc, remaining, fetch)
+	pre := s.readAhead(ctx, req, tc, remaining, here)
 	defer pre.drop()
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
@@ -134,7 +130,7 @@ func (s *Server) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, here boo
 			}
 			res, ok, err := pre.take(ti, pi, maxBytes)
 			if !ok {
-				res, err = fetch(ctx, part, p.FetchOffset, maxBytes)
+				res, err = s.fetch(ctx, here, part, p.FetchOffset, maxBytes)
 			}
 			if err != nil {
 				sp.ErrorCode = errCode(err)
@@ -238,7 +234,7 @@ type partitionRead struct {
 // behind (see maxParallelReads), as many as the response budget may take
 // at each one's PartitionMaxBytes, when there are at least two: one read
 // needs no company.
-func (s *Server) readAhead(ctx context.Context, req *kmsg.FetchRequest, tc *topicCache, budget int, fetch fetchFunc) *partitionReads {
+func (s *Server) readAhead(ctx context.Context, req *kmsg.FetchRequest, tc *topicCache, budget int, here bool) *partitionReads {
 	type todo struct {
 		ti, pi   int
 		part     protocols.Partition
@@ -281,14 +277,19 @@ find:
 		r.maxBytes, r.done = w.maxBytes, make(chan struct{})
 		go func() {
 			defer close(r.done)
-			r.res, r.err = fetch(ctx, w.part, w.offset, w.maxBytes)
+			r.res, r.err = s.fetch(ctx, here, w.part, w.offset, w.maxBytes)
 		}()
 	}
 	return pr
 }
 
-// fetchFunc is Log.Fetch or Log.FetchHere.
-type fetchFunc func(ctx context.Context, p protocols.Partition, offset int64, maxBytes int) (protocols.FetchResult, error)
+// fetch reads p with Log.FetchHere if here, else with Log.Fetch.
+func (s *Server) fetch(ctx context.Context, here bool, p protocols.Partition, offset int64, maxBytes int) (protocols.FetchResult, error) {
+	if here {
+		return s.b.FetchHere(ctx, p, offset, maxBytes)
+	}
+	return s.b.Fetch(ctx, p, offset, maxBytes)
+}
 
 // prefetch starts the reads of the partitions the next fetch of plan's
 // session reads first, once its answer is made: the node reads them while
