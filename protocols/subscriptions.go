@@ -200,7 +200,8 @@ type SubscribeRequest struct {
 // Consumer is one attached consumer. Every method is safe to call from any
 // goroutine; all but Flow wait for the subscription's goroutine to act.
 type Consumer interface {
-	// Flow grants n more permits (messages).
+	// Flow grants n more permits (messages). Flow(0) grants none and has
+	// the node try to send again: a FullSink calls it once it has room.
 	Flow(n int)
 	// Ack acknowledges messages. Individual acks may name any delivered
 	// message; cumulative acks (Exclusive and Failover only, else
@@ -265,7 +266,7 @@ type SeekTarget struct {
 // permits, so a queue cannot grow past what the consumer asked for.
 type ConsumerSink interface {
 	// Deliver hands over messages. The Delivery and everything it points
-	// to belong to the sink.
+	// to belong to the sink, until it calls Delivery.Buffer.Release.
 	Deliver(d Delivery)
 	// ActiveChanged tells an Exclusive or Failover consumer whether it is
 	// the one receiving messages. It is called when the consumer attaches
@@ -277,6 +278,19 @@ type ConsumerSink interface {
 	// ErrTopicNotFound when the topic was deleted, ErrClosed when the node
 	// shuts down. No call follows it. It is not called after Close.
 	Ended(err error)
+}
+
+// FullSink is a ConsumerSink that bounds what it holds unsent, as a
+// Pulsar broker stops dispatching to a connection whose socket is not
+// writable. While Full reports true the node sends the consumer nothing,
+// whatever its permits; the sink then calls Consumer.Flow(0) once it has
+// room again. The node calls Full before each delivery, on the
+// subscription's goroutine, so it must be cheap; and every Full that
+// reports true must be followed by a Flow(0), whatever happens meanwhile
+// on the sink's side.
+type FullSink interface {
+	ConsumerSink
+	Full() bool
 }
 
 // Delivery is a run of consecutive messages of one entry, pushed to one
@@ -299,6 +313,20 @@ type Delivery struct {
 	// RedeliveryCount is how many times these messages were handed back
 	// (negative acks, ack timeouts): the highest among them.
 	RedeliveryCount int32
+	// Buffer, when set, is the read buffer the messages, extras and
+	// envelope lie in. A sink that has copied out everything it needs of
+	// the delivery (encoded it into frames of its own) may call
+	// Buffer.Release, once, and must not touch the delivery's slices
+	// after that: the node reads into the buffer again. A sink that keeps
+	// the messages does not call it, and the buffer is left to the
+	// garbage collector.
+	Buffer Releaser
+}
+
+// Releaser is a buffer shared by several holders, each of which gives its
+// share back once with Release.
+type Releaser interface {
+	Release()
 }
 
 // Errors of the subscription contract.

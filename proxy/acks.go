@@ -227,6 +227,9 @@ func (s *subscription) reset(off int64) {
 	s.cursor = localstore.Cursor{MarkDelete: off, Props: s.props}
 	s.dirty = true
 	s.readPos = off
+	for _, e := range s.ahead {
+		e.unref()
+	}
 	s.ahead = nil
 	s.cache.reset()
 	s.replay.clear()

@@ -64,7 +64,7 @@ func TestEntryCacheShares(t *testing.T) {
 		{1, entryCacheBytes, fetchBytes},
 		{2, entryCacheBytes / 2, fetchBytes},
 		{10, entryCacheBytes / 10, fetchBytes},
-		{100, entryCacheMinBytes, fetchNodeBytes / 100},
+		{100, entryCacheBytes / 100, fetchNodeBytes / 100},
 		{1000, entryCacheMinBytes, fetchMinBytes},
 	} {
 		r.loadedN.Store(int32(c.loaded))

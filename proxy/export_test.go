@@ -22,3 +22,18 @@ func (n *Node) CachedPartitionStates() (kafka, pulsar, repl int) {
 func (n *Node) LoadedSubscriptions() int {
 	return int(n.messaging().subs.loadedN.Load())
 }
+
+// PoisonFreedBuffers makes every read buffer a subscription frees be
+// overwritten at once, until the test ends, so that a delivery still
+// pointing into one reads garbage.
+func PoisonFreedBuffers(t interface{ Cleanup(func()) }) {
+	poisonFreed = true
+	t.Cleanup(func() { poisonFreed = false })
+}
+
+// SubscriptionReads counts the subscriptions' reads of new entries, and
+// those into a buffer an earlier read had freed.
+func (n *Node) SubscriptionReads() (reads, reused int64) {
+	s := &n.messaging().subs
+	return s.reads.Load(), s.bufReused.Load()
+}

@@ -53,6 +53,8 @@ var (
 		{"tern_storage_segment_direct_read_bytes_total", "Bytes of segment data read straight from the disk, past the page cache: data older than storage.segment_cache, or written before the node started.", true},
 		{"tern_storage_read_ahead_hits_total", "Reads of a reader behind the high watermark (a consumer reading a backlog) served by a read the node started before the reader asked: as the reader's previous read ended, or where it said it would read next.", true},
 		{"tern_storage_read_ahead_asked_hits_total", "The read-ahead hits of reads started where the reader said it would read next: a Kafka fetch session's next fetch, read while the answer before it goes out.", true},
+		{"tern_subscription_reads_total", "Reads of new entries by Pulsar and WebSocket subscriptions.", true},
+		{"tern_subscription_read_buffers_reused_total", "Subscription reads into a buffer that an earlier read's entries and deliveries had all given back, rather than a new one.", true},
 		{"tern_storage_failed", "1 when a write error stopped storage.", false},
 		{"tern_ready", "1 when the node is ready.", false},
 	}
@@ -84,6 +86,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.n.store.Metrics()
+	subs := &c.n.messaging().subs
 	b := func(v bool) float64 {
 		if v {
 			return 1
@@ -111,6 +114,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		"tern_storage_segment_direct_read_bytes_total":   float64(m.SegmentDirectReadBytes),
 		"tern_storage_read_ahead_hits_total":             float64(m.ReadAheadHits),
 		"tern_storage_read_ahead_asked_hits_total":       float64(m.ReadAheadAskedHits),
+		"tern_subscription_reads_total":                  float64(subs.reads.Load()),
+		"tern_subscription_read_buffers_reused_total":    float64(subs.bufReused.Load()),
 		"tern_storage_failed":                            b(m.Failed),
 		"tern_ready":                                     b(c.n.Ready()),
 	}

@@ -47,6 +47,9 @@ type subRegistry struct {
 	// loadedN is len(subs), for the subscriptions' shares of the entry
 	// caches' bytes, read without mu.
 	loadedN atomic.Int32
+	// reads counts the subscriptions' reads of new entries, and
+	// bufReused those into a buffer freed by an earlier one (readbuf.go).
+	reads, bufReused atomic.Int64
 }
 
 // errSubGone is returned by a subscription that ended while a caller was
@@ -61,6 +64,8 @@ type consumer struct {
 	sink protocols.ConsumerSink
 
 	permits int64
+	// full is the sink when it bounds what it holds unsent.
+	full protocols.FullSink
 	// pending holds what was delivered to this consumer and is not
 	// acknowledged or handed back yet.
 	pending offsetSet
@@ -101,6 +106,7 @@ type subscription struct {
 	readPos      int64
 	ahead        []*readEntry
 	cache        entryCache
+	free         bufFree
 	replay       offsetSet
 	delayed      delayQueue
 	consumers    []*consumer
@@ -268,6 +274,7 @@ func newSubscription(n *Node, r *subRegistry, k subKey, p protocols.Partition, r
 		units:        map[int64]int64{},
 		redeliveries: map[int64]int32{},
 		held:         map[int64]heldMsg{},
+		free:         bufFree{reuse: &r.bufReused},
 		holders:      map[uint32]map[*consumer]int{},
 		saveTimer:    stoppedTimer(),
 		delayTimer:   stoppedTimer(),
@@ -437,13 +444,14 @@ func (h *consumerHandle) do(ctx context.Context, f func() error) error {
 }
 
 func (h *consumerHandle) Flow(n int) {
-	if n <= 0 || h.c.gone.Load() {
+	if n < 0 || h.c.gone.Load() {
 		return
 	}
 	h.s.post(func() {
-		if !h.c.gone.Load() {
+		if n > 0 && !h.c.gone.Load() {
 			h.c.permits += int64(n)
 		}
+		// Flow(0) only wakes run, which dispatches after every command.
 	})
 }
 
