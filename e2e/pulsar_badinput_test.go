@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -217,4 +218,67 @@ func sendWithoutMagic(t testing.TB) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(cmd)))
 	b = append(b, cmd...)
 	return append(b, payload...)
+}
+
+// TestPulsarConnectionQueueBounded: a consumer that grants 40 MB of
+// permits and does not read its socket gets no more queued for it than
+// about 4 MiB; the node holds it back meanwhile, and once it reads, every
+// message arrives, in order.
+func TestPulsarConnectionQueueBounded(t *testing.T) {
+	c := testcluster.Start(t)
+	n := c.Node(0)
+	cl := newClient(t, n)
+	topic := newTopic(t, "queuebound")
+	p := mustProducer(t, cl, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 100, BatchingMaxSize: 1 << 20, MaxPendingMessages: 10000})
+	const msgs, size = 40000, 1000
+	sendAsyncAll(t, p, msgs, func(i int) *pulsar.ProducerMessage {
+		return &pulsar.ProducerMessage{Payload: bytes.Repeat([]byte{byte(i)}, size)}
+	})
+
+	r := dialPulsarRaw(t, n)
+	r.connect()
+	r.cmd(&pb.CommandSubscribe{Topic: proto.String(topic), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Exclusive.Enum(),
+		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(2), InitialPosition: pb.CommandSubscribe_Earliest.Enum()})
+	if cmd := r.read(); cmd.GetType() != pb.BaseCommand_SUCCESS {
+		t.Fatalf("SUBSCRIBE answered with %v", cmd)
+	}
+	r.cmd(&pb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(msgs)})
+
+	// Not reading: the socket's buffers fill, then the connection's queue.
+	deadline := time.Now().Add(10 * time.Second)
+	for scrapeValue(t, n, "tern_pulsar_held_consumers_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the consumer was never held back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	// The bound, and one batch of 100 messages over it.
+	if q := scrapeValue(t, n, "tern_pulsar_queued_bytes"); q > 4<<20+100*(size+64) {
+		t.Fatalf("%v bytes queued for a consumer that does not read", q)
+	}
+
+	next := int64(0)
+	for next < msgs {
+		var cmd pb.BaseCommand
+		_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		pl, err := r.fr.ReadCommand(&cmd)
+		if err != nil {
+			t.Fatalf("after %d messages: %v", next, err)
+		}
+		if cmd.GetType() != pb.BaseCommand_MESSAGE {
+			continue
+		}
+		var md pb.MessageMetadata
+		if err := pl.DecodeMetadata(&md); err != nil {
+			t.Fatal(err)
+		}
+		if id := int64(cmd.GetMessage().GetMessageId().GetEntryId()); id != next {
+			t.Fatalf("MESSAGE at entry %d, want %d", id, next)
+		}
+		next += int64(max(md.GetNumMessagesInBatch(), 1))
+	}
+	if q := scrapeValue(t, n, "tern_pulsar_queued_bytes"); q != 0 {
+		t.Errorf("%v bytes still queued after every message was read", q)
+	}
 }

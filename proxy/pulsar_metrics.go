@@ -27,6 +27,8 @@ var (
 		"tern_pulsar_in_entries_total":      {prometheus.NewDesc("tern_pulsar_in_entries_total", "Pulsar SENDs appended to the log (a batch is one entry); resends found to be duplicates excluded.", labels, nil), prometheus.CounterValue},
 		"tern_pulsar_in_messages_total":     {prometheus.NewDesc("tern_pulsar_in_messages_total", "Messages appended through Pulsar producers; resends found to be duplicates excluded.", labels, nil), prometheus.CounterValue},
 		"tern_pulsar_out_messages_total":    {prometheus.NewDesc("tern_pulsar_out_messages_total", "Messages sent to Pulsar consumers and readers.", labels, nil), prometheus.CounterValue},
+		"tern_pulsar_queued_bytes":          {prometheus.NewDesc("tern_pulsar_queued_bytes", "Bytes of deliveries queued on Pulsar connections and not yet written out (at most about 4 MiB a connection).", labels, nil), prometheus.GaugeValue},
+		"tern_pulsar_held_consumers_total":  {prometheus.NewDesc("tern_pulsar_held_consumers_total", "Times a Pulsar consumer with permits was sent nothing more until its connection had written out what was queued for it (4 MiB).", labels, nil), prometheus.CounterValue},
 	}
 	pulsarCommands = prometheus.NewDesc("tern_pulsar_commands_total", "Pulsar commands received, by type.", append([]string{"command"}, labels...), nil)
 )
@@ -49,6 +51,8 @@ func (c pulsarCollector) Collect(ch chan<- prometheus.Metric) {
 		"tern_pulsar_in_entries_total":      m.PublishedEntries,
 		"tern_pulsar_in_messages_total":     m.PublishedMessages,
 		"tern_pulsar_out_messages_total":    m.DispatchedMessages,
+		"tern_pulsar_held_consumers_total":  m.HeldConsumers,
+		"tern_pulsar_queued_bytes":          m.QueuedBytes,
 	} {
 		d := pulsarDescs[name]
 		ch <- prometheus.MustNewConstMetric(d.d, d.typ, float64(v), c.node, c.region)

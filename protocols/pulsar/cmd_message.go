@@ -24,7 +24,12 @@ import (
 type outMessage struct {
 	cs *consumerState
 	d  protocols.Delivery
+	// size is what the delivery counts in conn.outBytes.
+	size int64
 }
+
+// outOverhead is what a queued message counts beyond its key and value.
+const outOverhead = 64
 
 // appendMessage encodes a delivery as a MESSAGE frame.
 func (c *conn) appendMessage(buf []byte, om *outMessage) ([]byte, error) {

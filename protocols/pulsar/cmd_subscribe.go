@@ -57,6 +57,8 @@ type consumerState struct {
 	ready   bool
 	pending *bool // an active change held until the first FLOW
 	closed  atomic.Bool
+	// starved: Full refused this consumer, which waits for makeRoom.
+	starved atomic.Bool
 }
 
 func (c *conn) consumer(id uint64) *consumerState {
@@ -79,7 +81,12 @@ func (cs *consumerState) Deliver(d protocols.Delivery) {
 	if cs.closed.Load() {
 		return
 	}
-	cs.c.enqueue(outItem{msg: &outMessage{cs: cs, d: d}})
+	size := int64(0)
+	for i := range d.Messages {
+		size += int64(len(d.Messages[i].Key)+len(d.Messages[i].Value)) + outOverhead
+	}
+	cs.c.outBytes.Add(size)
+	cs.c.enqueue(outItem{msg: &outMessage{cs: cs, d: d, size: size}})
 }
 
 // ActiveChanged implements protocols.ConsumerSink.

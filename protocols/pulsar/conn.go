@@ -44,6 +44,12 @@ type conn struct {
 	}
 	outSig     chan struct{}
 	writerDone chan struct{}
+	// outBytes is what the queued deliveries hold (their messages' bytes
+	// and a frame's worth of metadata each), which bounds dispatch to
+	// this connection (consumerState.Full); starving says a consumer
+	// was refused for it and waits for the writer's Flow(0).
+	outBytes atomic.Int64
+	starving atomic.Bool
 
 	receipts     chan receiptItem
 	receiptsDone chan struct{}
@@ -297,6 +303,9 @@ func (c *conn) writer() {
 		if len(buf) > 0 && ok {
 			ok = c.write(buf)
 		}
+		if ok {
+			c.makeRoom()
+		}
 		if !ok {
 			return
 		}
@@ -317,6 +326,52 @@ func (c *conn) writer() {
 // writeChunk is how many encoded bytes the writer collects before it
 // writes them.
 const writeChunk = 1 << 20
+
+// The bounds on the deliveries queued for the writer. A consumer takes
+// no more deliveries while its connection's queue holds outHigh bytes or
+// more, and the writer wakes it once it holds less than outLow. Bounded
+// by permits alone, the queue held up to a client's receiver queues'
+// worth of messages (a Go client's default is 50,000 over a partitioned
+// topic's partitions, 50 MB of 1 KiB messages), and each delivery kept
+// the whole read buffer its entry lies in.
+const (
+	outHigh = 4 << 20
+	outLow  = 1 << 20
+)
+
+// Full implements protocols.FullSink.
+func (cs *consumerState) Full() bool {
+	c := cs.c
+	if c.outBytes.Load() < outHigh {
+		return false
+	}
+	// Flag first, look again after: either the writer sees the flags,
+	// or this sees what the writer drained (makeRoom).
+	if !cs.starved.Swap(true) {
+		c.s.stats.held.Add(1)
+	}
+	c.starving.Store(true)
+	return c.outBytes.Load() >= outHigh
+}
+
+// makeRoom wakes the consumers refused for a full queue once it holds
+// less than outLow.
+func (c *conn) makeRoom() {
+	if c.outBytes.Load() >= outLow || !c.starving.Swap(false) {
+		return
+	}
+	var wake []protocols.Consumer
+	c.mu.Lock()
+	for _, cs := range c.mu.consumers {
+		if cs.starved.Swap(false) && cs.cons != nil {
+			wake = append(wake, cs.cons)
+		}
+	}
+	c.mu.Unlock()
+	for _, cons := range wake {
+		cons.Flow(0)
+	}
+}
 
 // write sends encoded frames, or aborts the connection and reports false.
 func (c *conn) write(buf []byte) bool {
@@ -343,6 +398,13 @@ func (c *conn) encode(buf []byte, it outItem) []byte {
 		if err == nil && len(buf) > start {
 			c.s.stats.out.Add(int64(len(it.msg.d.Messages)))
 		}
+		// The frame holds copies of what it sends: the node may read
+		// into the delivery's buffer again.
+		if rb := it.msg.d.Buffer; rb != nil {
+			it.msg.d = protocols.Delivery{}
+			rb.Release()
+		}
+		c.outBytes.Add(-it.msg.size)
 	}
 	if err != nil {
 		c.log.Error("cannot encode a frame; it is dropped", "err", err)

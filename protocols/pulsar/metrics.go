@@ -27,6 +27,13 @@ type Metrics struct {
 	PublishedMessages int64
 	// DispatchedMessages were sent to consumers in MESSAGE frames.
 	DispatchedMessages int64
+	// HeldConsumers counts the times a consumer with permits was sent
+	// nothing more because its connection's queue of unsent deliveries
+	// was full, until the connection wrote it down.
+	HeldConsumers int64
+	// QueuedBytes is what deliveries queued on every connection and not
+	// yet encoded hold: each connection's is bounded near 4 MiB.
+	QueuedBytes int64
 }
 
 // maxCommand bounds the command types counted per type.
@@ -36,6 +43,7 @@ type counters struct {
 	accepted, protocolErrors atomic.Int64
 	commands                 [maxCommand]atomic.Int64
 	entries, messages, out   atomic.Int64
+	held                     atomic.Int64
 }
 
 func (s *counters) command(t pb.BaseCommand_Type) {
@@ -53,6 +61,7 @@ func (s *Server) Metrics() Metrics {
 		PublishedEntries:   s.stats.entries.Load(),
 		PublishedMessages:  s.stats.messages.Load(),
 		DispatchedMessages: s.stats.out.Load(),
+		HeldConsumers:      s.stats.held.Load(),
 	}
 	for t := range s.stats.commands {
 		if v := s.stats.commands[t].Load(); v > 0 {
@@ -70,6 +79,7 @@ func (s *Server) Metrics() Metrics {
 		c.mu.Lock()
 		m.Producers += int64(len(c.mu.producers))
 		m.Consumers += int64(len(c.mu.consumers))
+		m.QueuedBytes += c.outBytes.Load()
 		c.mu.Unlock()
 	}
 	return m
