@@ -12,7 +12,7 @@ import (
 // the garbage collector, every read allocated a new buffer: a Pulsar
 // consumer of 100 partitions reading a backlog allocated about 500 MB a
 // second of them, and with the live heap near the soft limit the runtime
-// collected about 25 times a second; the node spent 2.0-2.4 us a message,
+// collected about 25 times a second; the node spent 2.0-2.3 us a message,
 // against 1.2 with the collector held off by a 400 MiB limit.
 //
 // So a readBuf counts its holders: each entry decoded from it while the
