@@ -24,12 +24,9 @@ func (n *Node) LoadedSubscriptions() int {
 }
 
 // PoisonFreedBuffers makes every read buffer a subscription frees be
-// overwritten at once, until the test ends, so that a delivery still
-// pointing into one reads garbage.
-func PoisonFreedBuffers(t interface{ Cleanup(func()) }) {
-	poisonFreed = true
-	t.Cleanup(func() { poisonFreed = false })
-}
+// overwritten at once, so that a delivery still pointing into one reads
+// garbage. The package's tests run with it on (TestMain).
+func PoisonFreedBuffers() { poisonFreed = true }
 
 // SubscriptionReads counts the subscriptions' reads of new entries, and
 // those into a buffer an earlier read had freed.

@@ -25,9 +25,55 @@ func newSink() *testSink {
 	return &testSink{deliveries: make(chan protocols.Delivery, 1000), active: make(chan bool, 100), ended: make(chan error, 1)}
 }
 
-func (s *testSink) Deliver(d protocols.Delivery) { s.deliveries <- d }
-func (s *testSink) ActiveChanged(a bool)         { s.active <- a }
-func (s *testSink) Ended(err error)              { s.ended <- err }
+// Deliver keeps a copy of the delivery and releases its read buffer, as
+// the Pulsar front end does once it has encoded it. With every freed
+// buffer overwritten (TestMain), a subscription that freed a buffer its
+// entries still point into would deliver the damage, and the tests that
+// check keys and values would see it.
+func (s *testSink) Deliver(d protocols.Delivery) { s.deliveries <- ownDelivery(d) }
+
+// ownDelivery copies everything of d that lies in its read buffer, then
+// releases the buffer.
+func ownDelivery(d protocols.Delivery) protocols.Delivery {
+	clone := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		return append([]byte{}, b...)
+	}
+	msgs := make([]protocols.Message, len(d.Messages))
+	for i, m := range d.Messages {
+		m.Key, m.Value = clone(m.Key), clone(m.Value)
+		hs := make([]protocols.Header, len(m.Headers))
+		for j, h := range m.Headers {
+			hs[j] = protocols.Header{Key: h.Key, Value: clone(h.Value)}
+		}
+		if m.Headers == nil {
+			hs = nil
+		}
+		m.Headers = hs
+		msgs[i] = m
+	}
+	extras := make([]protocols.MessageExtras, len(d.Extras))
+	for i, x := range d.Extras {
+		x.OrderingKey = clone(x.OrderingKey)
+		extras[i] = x
+	}
+	env := d.Envelope
+	env.SchemaVersion = clone(env.SchemaVersion)
+	env.Visited = append([]string(nil), env.Visited...)
+	env.Attrs = nil
+	for _, a := range d.Envelope.Attrs {
+		env.Attrs = append(env.Attrs, protocols.Attr{Key: a.Key, Value: clone(a.Value)})
+	}
+	if d.Buffer != nil {
+		d.Buffer.Release()
+	}
+	d.Messages, d.Extras, d.Envelope, d.Buffer = msgs, extras, env, nil
+	return d
+}
+func (s *testSink) ActiveChanged(a bool) { s.active <- a }
+func (s *testSink) Ended(err error)      { s.ended <- err }
 
 func (s *testSink) next(t *testing.T) protocols.Delivery {
 	t.Helper()
