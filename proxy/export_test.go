@@ -23,11 +23,6 @@ func (n *Node) LoadedSubscriptions() int {
 	return int(n.messaging().subs.loadedN.Load())
 }
 
-// PoisonFreedBuffers makes every read buffer a subscription frees be
-// overwritten at once, so that a delivery still pointing into one reads
-// garbage. The package's tests run with it on (TestMain).
-func PoisonFreedBuffers() { poisonFreed = true }
-
 // SubscriptionReads counts the subscriptions' reads of new entries, and
 // those into a buffer an earlier read had freed.
 func (n *Node) SubscriptionReads() (reads, reused int64) {

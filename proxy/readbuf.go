@@ -67,14 +67,27 @@ type bufFree struct {
 	reuse *atomic.Int64 // counts buffers taken for a read
 }
 
-// poisonFreed makes put overwrite each freed buffer, so a test reading
-// a delivery whose buffer was freed under it sees the damage.
-var poisonFreed bool
+// poisonFreed makes put overwrite each freed buffer, and poisonNoCache
+// keeps read entries out of the entry caches (PoisonFreedBuffers).
+var poisonFreed, poisonNoCache atomic.Bool
+
+// PoisonFreedBuffers makes the process's subscriptions overwrite every
+// read buffer they free, at once, so that a delivery still pointing into
+// one reads garbage instead of the next read's data some time later. With
+// noCache they also keep no new entries for redelivery, so that a buffer
+// is freed as soon as the front end releases its deliveries, and one
+// released too early shows. It is for tests: it costs a pass over each
+// freed buffer (the proxy package's tests run with it, the end-to-end
+// tests with noCache).
+func PoisonFreedBuffers(noCache bool) {
+	poisonNoCache.Store(noCache)
+	poisonFreed.Store(true)
+}
 
 func (f *bufFree) put(rb *readBuf) {
 	b := rb.b
 	rb.b = nil
-	if poisonFreed {
+	if poisonFreed.Load() {
 		b = b[:cap(b)]
 		for i := range b {
 			b[i] = 0xEE
