@@ -1,17 +1,12 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 
-	"github.com/ternmq/tern/proxy"
+	"github.com/ternmq/tern/internal/testcluster"
 )
 
-// TestMain runs the end-to-end tests with every read buffer a subscription
-// frees overwritten at once, and no entries cached for redelivery: a front
-// end that released a delivery before it had sent it would send the
-// overwritten bytes, and the tests that check payloads would see them.
-func TestMain(m *testing.M) {
-	proxy.PoisonFreedBuffers(true)
-	os.Exit(m.Run())
-}
+// TestMain runs the end-to-end tests with freed read buffers overwritten
+// and no entries cached: a front end that released a delivery before it
+// had sent it would send the overwritten bytes.
+func TestMain(m *testing.M) { testcluster.Main(m, true) }

@@ -266,3 +266,14 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Main runs a package's tests with every read buffer a subscription frees
+// overwritten at once (proxy.PoisonFreedBuffers): a holder that reads a
+// buffer after it was freed reads the damage, and the tests that check
+// what they were delivered see it. With noCache, subscriptions also keep
+// no entries cached, so a buffer is freed as soon as the front end
+// releases its deliveries.
+func Main(m *testing.M, noCache bool) {
+	proxy.PoisonFreedBuffers(noCache)
+	os.Exit(m.Run())
+}
