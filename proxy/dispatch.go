@@ -584,8 +584,12 @@ func (s *subscription) next() *readEntry {
 	// Read on: a subscription behind the high watermark has its next
 	// reads started ahead. It hands the store a buffer that its entries
 	// and deliveries no longer hold, when it has one (readbuf.go).
+	spare := s.free.get()
 	s.reg.reads.Add(1)
-	es, b, err := s.n.store.ReadOn(s.key.pid, s.readPos, s.readBytes(), s.free.get())
+	if spare != nil {
+		s.reg.bufReused.Add(1)
+	}
+	es, b, err := s.n.store.ReadOn(s.key.pid, s.readPos, s.readBytes(), spare)
 	if err != nil {
 		var oor *protocols.OffsetOutOfRangeError
 		if errors.As(err, &oor) {

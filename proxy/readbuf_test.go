@@ -12,8 +12,8 @@ import (
 	"github.com/ternmq/tern/protocols"
 )
 
-// releasingSink hands each delivery to a checker goroutine, which holds
-// some of them back for a while, checks every message against what was
+// releasingSink hands each delivery over untouched: the test holds some
+// of them back for a while, checks every message against what was
 // produced, and only then releases the delivery's buffer, as the Pulsar
 // front end does once it has encoded a delivery.
 type releasingSink struct {
@@ -22,7 +22,7 @@ type releasingSink struct {
 	asks atomic.Int64 // calls of Full
 }
 
-// Deliver hands the delivery over as it is: the checker releases it.
+// Deliver hands the delivery over as it is: the test releases it.
 func (s *releasingSink) Deliver(d protocols.Delivery) { s.deliveries <- d }
 
 func (s *releasingSink) Full() bool {
@@ -68,8 +68,8 @@ func TestReadBuffersAreReusedOnlyWhenFree(t *testing.T) {
 
 	s := &releasingSink{testSink: *newSink()}
 	c := f.subscribeSink(t, protocols.SubscribeRequest{Type: protocols.SubShared, Durable: true, Start: earliest}, s)
-	// The checker: hold every third delivery until five more have come,
-	// hand every seventh back once, check each just before its release.
+	// Hold every third delivery until five more have come, hand every
+	// seventh back once, check each just before its release.
 	ctx := context.Background()
 	check := func(d protocols.Delivery) error {
 		for k, m := range d.Messages {

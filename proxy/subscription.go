@@ -274,7 +274,6 @@ func newSubscription(n *Node, r *subRegistry, k subKey, p protocols.Partition, r
 		units:        map[int64]int64{},
 		redeliveries: map[int64]int32{},
 		held:         map[int64]heldMsg{},
-		free:         bufFree{reuse: &r.bufReused},
 		holders:      map[uint32]map[*consumer]int{},
 		saveTimer:    stoppedTimer(),
 		delayTimer:   stoppedTimer(),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,36 +36,27 @@ func (s *testSink) Deliver(d protocols.Delivery) { s.deliveries <- ownDelivery(d
 // ownDelivery copies everything of d that lies in its read buffer, then
 // releases the buffer.
 func ownDelivery(d protocols.Delivery) protocols.Delivery {
-	clone := func(b []byte) []byte {
-		if b == nil {
-			return nil
-		}
-		return append([]byte{}, b...)
-	}
 	msgs := make([]protocols.Message, len(d.Messages))
 	for i, m := range d.Messages {
-		m.Key, m.Value = clone(m.Key), clone(m.Value)
-		hs := make([]protocols.Header, len(m.Headers))
-		for j, h := range m.Headers {
-			hs[j] = protocols.Header{Key: h.Key, Value: clone(h.Value)}
-		}
-		if m.Headers == nil {
-			hs = nil
+		m.Key, m.Value = bytes.Clone(m.Key), bytes.Clone(m.Value)
+		var hs []protocols.Header
+		for _, h := range m.Headers {
+			hs = append(hs, protocols.Header{Key: h.Key, Value: bytes.Clone(h.Value)})
 		}
 		m.Headers = hs
 		msgs[i] = m
 	}
 	extras := make([]protocols.MessageExtras, len(d.Extras))
 	for i, x := range d.Extras {
-		x.OrderingKey = clone(x.OrderingKey)
+		x.OrderingKey = bytes.Clone(x.OrderingKey)
 		extras[i] = x
 	}
 	env := d.Envelope
-	env.SchemaVersion = clone(env.SchemaVersion)
-	env.Visited = append([]string(nil), env.Visited...)
+	env.SchemaVersion = bytes.Clone(env.SchemaVersion)
+	env.Visited = slices.Clone(env.Visited)
 	env.Attrs = nil
 	for _, a := range d.Envelope.Attrs {
-		env.Attrs = append(env.Attrs, protocols.Attr{Key: a.Key, Value: clone(a.Value)})
+		env.Attrs = append(env.Attrs, protocols.Attr{Key: a.Key, Value: bytes.Clone(a.Value)})
 	}
 	if d.Buffer != nil {
 		d.Buffer.Release()
@@ -72,6 +64,7 @@ func ownDelivery(d protocols.Delivery) protocols.Delivery {
 	d.Messages, d.Extras, d.Envelope, d.Buffer = msgs, extras, env, nil
 	return d
 }
+
 func (s *testSink) ActiveChanged(a bool) { s.active <- a }
 func (s *testSink) Ended(err error)      { s.ended <- err }
 
