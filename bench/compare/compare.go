@@ -123,12 +123,16 @@ type Report struct {
 	LoadEnd   [3]float64 `json:"load_end"`
 	// SpeedStart and SpeedEnd are the machine's speed before the first
 	// run and after the last (speedProbe, GB/s).
-	SpeedStart float64        `json:"speed_start_gbps"`
-	SpeedEnd   float64        `json:"speed_end_gbps"`
-	Systems    []string       `json:"systems"`
-	Rounds     int            `json:"rounds"`
-	Runs       []*perf.Result `json:"runs"`
-	Notes      []string       `json:"notes"`
+	SpeedStart float64 `json:"speed_start_gbps"`
+	SpeedEnd   float64 `json:"speed_end_gbps"`
+	// KernelStart and KernelEnd are what a kernel entry cost before the
+	// first run and after the last (perf.KernelProbe, ns).
+	KernelStart float64        `json:"kernel_entry_start_ns"`
+	KernelEnd   float64        `json:"kernel_entry_end_ns"`
+	Systems     []string       `json:"systems"`
+	Rounds      int            `json:"rounds"`
+	Runs        []*perf.Result `json:"runs"`
+	Notes       []string       `json:"notes"`
 	// Skipped lists system/workload pairs not run, with the reason.
 	Skipped []string `json:"skipped,omitempty"`
 	// Disk is the disk probe at the first system's e2e rate (Config.Disk).
@@ -165,8 +169,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Dir == "" {
 		cfg.Dir = os.TempDir()
 	}
-	rep := &Report{Start: time.Now(), LoadStart: perf.LoadAvg(), SpeedStart: perf.SpeedProbe(), Systems: cfg.Systems, Rounds: cfg.Rounds}
-	defer func() { rep.LoadEnd, rep.SpeedEnd = perf.LoadAvg(), perf.SpeedProbe() }()
+	rep := &Report{Start: time.Now(), LoadStart: perf.LoadAvg(), SpeedStart: perf.SpeedProbe(), KernelStart: perf.KernelProbe(), Systems: cfg.Systems, Rounds: cfg.Rounds}
+	defer func() {
+		rep.LoadEnd, rep.SpeedEnd, rep.KernelEnd = perf.LoadAvg(), perf.SpeedProbe(), perf.KernelProbe()
+	}()
 	targets := make([]target, len(cfg.Systems))
 	for i, s := range cfg.Systems {
 		targets[i], _ = lookupTarget(s)

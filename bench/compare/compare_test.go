@@ -250,9 +250,9 @@ func TestReportGivesTheClientTimer(t *testing.T) {
 	}
 }
 
-// The report gives the machine's speed before and after the runs, and
-// says when it changed enough to make the figures incomparable; the probe
-// itself gives a speed.
+// The report gives the machine's speed and what a kernel entry cost before
+// and after the runs, and says when the speed changed enough to make the
+// figures incomparable; the probes themselves give figures.
 func TestReportGivesTheMachineSpeed(t *testing.T) {
 	run := &perf.Result{Label: "a", Mode: perf.ModeProduce, WarmupSeconds: 2, Seconds: 10,
 		Publish: &perf.Figures{Messages: 10000, MsgsPerSec: 1000}}
@@ -273,12 +273,26 @@ func TestReportGivesTheMachineSpeed(t *testing.T) {
 	if v := perf.SpeedProbe(); v <= 0.1 {
 		t.Errorf("speed probe gave %.3f GB/s", v)
 	}
+	// What a kernel entry cost, when the probe ran.
+	rep := &Report{Systems: []string{"a"}, Rounds: 1, Runs: []*perf.Result{run}, SpeedStart: 30, SpeedEnd: 29, KernelStart: 552.4, KernelEnd: 601.6}
+	if out, want := tables(t, rep), "kernel entry (a getppid system call): start 552 ns, end 602 ns"; !strings.Contains(out, want) {
+		t.Errorf("report lacks %q:\n%s", want, out)
+	}
+	rep.KernelStart = 0
+	if out := tables(t, rep); strings.Contains(out, "kernel entry") {
+		t.Errorf("report gives a kernel entry cost it did not measure:\n%s", out)
+	}
+	// A system call takes more than a nanosecond and less than a
+	// millisecond on any machine this runs on.
+	if v := perf.KernelProbe(); v < 1 || v > 1e6 {
+		t.Errorf("kernel probe gave %.1f ns", v)
+	}
 	// Each round's speed, marked where it differs from the start's.
 	a := *run
 	a.SpeedStart, a.SpeedEnd = 30, 29
 	b := a
 	b.SpeedEnd = 21
-	rep := &Report{Systems: []string{"a"}, Rounds: 2, Runs: []*perf.Result{&a, &b}, SpeedStart: 30, SpeedEnd: 29}
+	rep = &Report{Systems: []string{"a"}, Rounds: 2, Runs: []*perf.Result{&a, &b}, SpeedStart: 30, SpeedEnd: 29}
 	out := tables(t, rep)
 	want := "machine speed (GB/s before/after per round; ! changed since the start): a 30/29, 30/21!"
 	if !strings.Contains(out, want) {

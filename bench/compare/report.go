@@ -92,6 +92,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
 		rep.LoadStart[0], rep.LoadStart[1], rep.LoadStart[2], rep.LoadEnd[0], rep.LoadEnd[1], rep.LoadEnd[2])
 	perf.WriteSpeed(w, rep.SpeedStart, rep.SpeedEnd)
+	perf.WriteKernel(w, rep.KernelStart, rep.KernelEnd)
 	base := rep.Systems[0]
 	for _, m := range []perf.Mode{perf.ModeProduce, perf.ModeConsume, perf.ModeE2E} {
 		if !slices.ContainsFunc(rep.Runs, func(r *perf.Result) bool { return r.Mode == m }) {

@@ -28,8 +28,12 @@ type Result struct {
 	LoadEnd   [3]float64 `json:"load_end"`
 	// SpeedStart and SpeedEnd are the machine's speed (SpeedProbe, GB/s)
 	// before the run and after it.
-	SpeedStart    float64 `json:"speed_start_gbps,omitempty"`
-	SpeedEnd      float64 `json:"speed_end_gbps,omitempty"`
+	SpeedStart float64 `json:"speed_start_gbps,omitempty"`
+	SpeedEnd   float64 `json:"speed_end_gbps,omitempty"`
+	// KernelStart and KernelEnd are what a kernel entry cost (KernelProbe,
+	// ns) before the run and after it.
+	KernelStart   float64 `json:"kernel_entry_start_ns,omitempty"`
+	KernelEnd     float64 `json:"kernel_entry_end_ns,omitempty"`
 	WarmupSeconds float64 `json:"warmup_s"`
 	Seconds       float64 `json:"measured_s"`
 	// CatchUpSeconds (e2e) is how long after the warm-up the window
@@ -236,6 +240,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
 		res.LoadStart[0], res.LoadStart[1], res.LoadStart[2], res.LoadEnd[0], res.LoadEnd[1], res.LoadEnd[2])
 	WriteSpeed(w, res.SpeedStart, res.SpeedEnd)
+	WriteKernel(w, res.KernelStart, res.KernelEnd)
 	if res.Mode == ModeE2E && res.WarmupSeconds > 0 {
 		if res.BehindAtWindow > 0 {
 			fmt.Fprintf(w, "the consumers were still more than 100 ms (%d messages) behind when the window opened, %.1fs after the warm-up\n", res.BehindAtWindow, res.CatchUpSeconds)

@@ -32,7 +32,7 @@ func Run(ctx context.Context, cfg Config, d Driver) (*Result, error) {
 	r.res = &Result{
 		Label: cfg.Label, Mode: cfg.Mode, Topic: cfg.Topic, MessageSize: cfg.MessageSize,
 		Partitions: cfg.Partitions, Producers: cfg.Producers, Consumers: cfg.Consumers,
-		Rate: cfg.Rate, Start: r.start, LoadStart: LoadAvg(), SpeedStart: SpeedProbe(), ClientGOGC: clientGOGC(cfg),
+		Rate: cfg.Rate, Start: r.start, LoadStart: LoadAvg(), SpeedStart: SpeedProbe(), KernelStart: KernelProbe(), ClientGOGC: clientGOGC(cfg),
 	}
 	if err := d.CreateTopic(ctx, cfg.Topic, cfg.Partitions); err != nil {
 		return nil, fmt.Errorf("perf: create topic %s: %w", cfg.Topic, err)
@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config, d Driver) (*Result, error) {
 		l := latencyOf(h)
 		r.res.ClientTimerLate = &l
 	}
-	r.res.LoadEnd, r.res.SpeedEnd = LoadAvg(), SpeedProbe()
+	r.res.LoadEnd, r.res.SpeedEnd, r.res.KernelEnd = LoadAvg(), SpeedProbe(), KernelProbe()
 	if e := r.firstErr.Load(); e != nil && err == nil {
 		err = *e
 	}
