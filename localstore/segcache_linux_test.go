@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,10 +201,14 @@ func TestDroppedBytesReadPastTheCache(t *testing.T) {
 func TestDirectReadsAtAnyOffset(t *testing.T) {
 	t.Run("whole", readsAtAnyOffset)
 	// Reads of more than a piece go in pieces, whose ends fall anywhere
-	// in a record.
-	defer func(n int) { pieceSize = n }(pieceSize)
+	// in a record, read by several readers at once.
+	defer func(n, k int) { pieceSize, pieceReaders = n, k }(pieceSize, pieceReaders)
 	pieceSize = 3 * int(pageSize)
 	t.Run("in pieces", readsAtAnyOffset)
+	pieceReaders = 3
+	t.Run("in pieces, three readers", readsAtAnyOffset)
+	pieceReaders = 1
+	t.Run("in pieces, one reader", readsAtAnyOffset)
 }
 
 func readsAtAnyOffset(t *testing.T) {
@@ -383,6 +388,59 @@ func TestSegmentCacheKeepsWhatAReaderTrails(t *testing.T) {
 	time.Sleep(2*readWindow + 100*time.Millisecond)
 	appendStamped(t, s, pid, makeEntry(t, "last", 1, 128<<10, 1000), DurabilitySync)
 	waitDropped(t, second, "segment 3, about 3 MiB behind the newest and no longer read,", nil)
+}
+
+// A read past the cache in pieces has pieceReaders pieces read at once:
+// the first piece's read waits for a second one to start, which happens
+// only if the two are read at the same time.
+func TestReadsInPiecesOverlap(t *testing.T) {
+	defer func(n int, f func(int, []byte, int64) (int, error)) { pieceSize, directRead = n, f }(pieceSize, directRead)
+	pieceSize = 4 * int(pageSize)
+	s, dir, pid, want := writtenSegments(t, 1<<20)
+	droppedAll(t, dir)
+	var (
+		mu              sync.Mutex
+		inflight, most  int
+		waited, overlap int
+	)
+	second := make(chan struct{})
+	var once sync.Once
+	directRead = func(fd int, b []byte, off int64) (int, error) {
+		mu.Lock()
+		inflight++
+		most = max(most, inflight)
+		first := waited == 0
+		if first {
+			waited++
+		} else {
+			once.Do(func() { close(second) })
+		}
+		mu.Unlock()
+		if first {
+			select {
+			case <-second:
+				mu.Lock()
+				overlap++
+				mu.Unlock()
+			case <-time.After(5 * time.Second):
+			}
+		}
+		n, err := preadDirect(fd, b, off)
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		return n, err
+	}
+	before := s.segs.pieceReads.Load()
+	sameEntries(t, readAll(t, s, pid), want)
+	if s.segs.pieceReads.Load() == before {
+		t.Fatal("nothing was read in pieces")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap != 1 || most < 2 {
+		t.Errorf("pieces read one at a time: the first piece's read saw %d others start, at most %d reads at once", overlap, most)
+	}
 }
 
 // A read past the cache that fails, or ends short, in any piece is read
