@@ -97,11 +97,11 @@ var pieceReaders = 2
 
 // readRunPieces reads run's records past the cache, pieceReaders pieces
 // at a time, appends them to buf and checks each as checkRecord does while
-// the next pieces are read. It returns buf, where the run's first byte is in it, and
-// a bad record's index and its error. ok is false, with buf's bytes as
-// they were, when the run is not read this way (held in the cache, one
-// piece or shorter, no descriptor for it) or the read failed: the caller
-// then reads as readSpan does, which reports a real error.
+// the next pieces are read. It returns buf, where the run's first byte is
+// in it, and a bad record's index and its error. ok is false, with buf's
+// bytes as they were, when the run is not read this way (held in the
+// cache, one piece or shorter, no descriptor for it) or the read failed:
+// the caller then reads as readSpan does, which reports a real error.
 func (sg *segments) readRunPieces(run *segRun, buf []byte) (_ []byte, at, bad int, ok bool, err error) {
 	off, n := int64(run.off), int(run.end-run.off)
 	if n <= pieceSize {
