@@ -399,9 +399,10 @@ func TestReadsInPiecesOverlap(t *testing.T) {
 	s, dir, pid, want := writtenSegments(t, 1<<20)
 	droppedAll(t, dir)
 	var (
-		mu              sync.Mutex
-		inflight, most  int
-		waited, overlap int
+		mu             sync.Mutex
+		inflight, most int
+		started        bool // the first read has started
+		overlap        int
 	)
 	second := make(chan struct{})
 	var once sync.Once
@@ -409,9 +410,9 @@ func TestReadsInPiecesOverlap(t *testing.T) {
 		mu.Lock()
 		inflight++
 		most = max(most, inflight)
-		first := waited == 0
+		first := !started
 		if first {
-			waited++
+			started = true
 		} else {
 			once.Do(func() { close(second) })
 		}
