@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -124,16 +125,18 @@ func (sg *segments) readRunPieces(run *segRun, buf []byte) (_ []byte, at, bad in
 	first, need := int(off-lo), int(off-lo)+n
 	// Reader j reads pieces j, j+k, j+2k... and sends on read[j] how much
 	// of pages is read once each is; it closes read[j] when it stops,
-	// after a failed piece at once. The pieces are taken in order, the
-	// i-th from read[i%k].
+	// after a failed piece at once, or before its next piece once stop is
+	// set (a bad record: the rest of the run is not wanted). The pieces
+	// are taken in order, the i-th from read[i%k].
 	pieces := (need + pieceSize - 1) / pieceSize
 	k := max(1, min(pieceReaders, pieces))
 	read := make([]chan int, k)
+	var stop atomic.Bool
 	for j := range read {
 		read[j] = make(chan int, (pieces+k-1)/k)
 		go func(ch chan<- int) {
 			defer close(ch)
-			for p := j * pieceSize; p < need; p += k * pieceSize {
+			for p := j * pieceSize; p < need && !stop.Load(); p += k * pieceSize {
 				end := min(p+pieceSize, len(pages))
 				got, err := directRead(fd, pages[p:end], lo+int64(p))
 				if err != nil || p+got < min(end, need) {
@@ -144,6 +147,7 @@ func (sg *segments) readRunPieces(run *segRun, buf []byte) (_ []byte, at, bad in
 		}(read[j])
 	}
 	defer func() {
+		stop.Store(true)
 		for _, ch := range read {
 			for range ch { // a reader writes into buf until it stops
 			}

@@ -296,6 +296,53 @@ func TestReadsInPiecesCheckEveryRecord(t *testing.T) {
 	}
 }
 
+// A bad first record stops the readers: the pieces after it are not read.
+// (Each read after the first is slowed, so that a reader which went on
+// would read most of the run before the check is done.)
+func TestBadRecordStopsTheReaders(t *testing.T) {
+	defer func(n int, f func(int, []byte, int64) (int, error)) { pieceSize, directRead = n, f }(pieceSize, directRead)
+	pieceSize = 4 * int(pageSize)
+	s, dir, pid, want := writtenSegments(t, 1<<20)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, segmentsDir, segName(1))
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, want[0])
+	if i < 0 {
+		t.Fatal("entry 0 is not in segment 1")
+	}
+	b[i+100] ^= 0x10
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	directRead = func(fd int, b []byte, off int64) (int, error) {
+		if reads.Add(1) > 1 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return preadDirect(fd, b, off)
+	}
+	s = openTest(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 1 << 20})
+	reads.Store(0) // opening read the segments' tails
+	if _, err := s.Read(pid, 0, 1<<20); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of a damaged record: %v; want ErrCorrupt", err)
+	}
+	if s.segs.pieceReads.Load() == 0 {
+		t.Fatal("the damaged record was not read in pieces")
+	}
+	// The run is the 1 MiB segment, 64 pieces. The damaged record's check
+	// needs the pieces up to its end (9 here); readers run a few pieces
+	// ahead of the check. Without the stop they read all 64, however slow.
+	most := (1 << 20) / pieceSize / 2
+	if n := reads.Load(); n > int64(most) {
+		t.Errorf("%d pieces read for a run whose first record is bad; want at most %d: the bad record's own and a few ahead", n, most)
+	}
+}
+
 // After a reopen, the segments of the run before are read past the cache,
 // and the new run's writes go on into the spare segment, which is not.
 func TestReopenedSegmentsReadPastTheCache(t *testing.T) {
