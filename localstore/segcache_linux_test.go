@@ -261,25 +261,9 @@ func TestReadsInPiecesCheckEveryRecord(t *testing.T) {
 		{"last entry, its header", 6, func(int) int { return -segRecordHeader + 1 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, dir, pid, want := writtenSegments(t, 1<<20)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(dir, segmentsDir, segName(1))
-			b, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			i := bytes.Index(b, want[c.entry])
-			if i < 0 {
-				t.Fatalf("entry %d is not in segment 1", c.entry)
-			}
-			b[i+c.at(len(want[c.entry]))] ^= 0x10
-			if err := os.WriteFile(file, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			dir, pid, want := damagedSegments(t, c.entry, c.at)
 			// Segments of the run before a reopen are read past the cache.
-			s = openTest(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 1 << 20})
+			s := openTest(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 1 << 20})
 			es, err := s.Read(pid, 0, 1<<20)
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d:", c.entry)) {
 				t.Fatalf("read of a damaged record: %d entries, %v; want ErrCorrupt at offset %d", len(es), err, c.entry)
@@ -296,12 +280,11 @@ func TestReadsInPiecesCheckEveryRecord(t *testing.T) {
 	}
 }
 
-// A bad first record stops the readers: the pieces after it are not read.
-// (Each read after the first is slowed, so that a reader which went on
-// would read most of the run before the check is done.)
-func TestBadRecordStopsTheReaders(t *testing.T) {
-	defer func(n int, f func(int, []byte, int64) (int, error)) { pieceSize, directRead = n, f }(pieceSize, directRead)
-	pieceSize = 4 * int(pageSize)
+// damagedSegments writes segments as writtenSegments does, closes the
+// store and flips a bit of entry (of the 7 in segment 1) at at(its
+// length) bytes into its value.
+func damagedSegments(t *testing.T, entry int, at func(n int) int) (dir string, pid PartitionID, want [][]byte) {
+	t.Helper()
 	s, dir, pid, want := writtenSegments(t, 1<<20)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -311,14 +294,24 @@ func TestBadRecordStopsTheReaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(b, want[0])
+	i := bytes.Index(b, want[entry])
 	if i < 0 {
-		t.Fatal("entry 0 is not in segment 1")
+		t.Fatalf("entry %d is not in segment 1", entry)
 	}
-	b[i+100] ^= 0x10
+	b[i+at(len(want[entry]))] ^= 0x10
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir, pid, want
+}
+
+// A bad first record stops the readers: the pieces after it are not read.
+// (Each read after the first is slowed, so that a reader which went on
+// would read most of the run before the check is done.)
+func TestBadRecordStopsTheReaders(t *testing.T) {
+	defer func(n int, f func(int, []byte, int64) (int, error)) { pieceSize, directRead = n, f }(pieceSize, directRead)
+	pieceSize = 4 * int(pageSize)
+	dir, pid, _ := damagedSegments(t, 0, func(int) int { return 100 })
 	var reads atomic.Int64
 	directRead = func(fd int, b []byte, off int64) (int, error) {
 		if reads.Add(1) > 1 {
@@ -326,7 +319,7 @@ func TestBadRecordStopsTheReaders(t *testing.T) {
 		}
 		return preadDirect(fd, b, off)
 	}
-	s = openTest(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 1 << 20})
+	s := openTest(t, Config{Dir: dir, SegmentSize: 1 << 20, SegmentCache: 1 << 20})
 	reads.Store(0) // opening read the segments' tails
 	if _, err := s.Read(pid, 0, 1<<20); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read of a damaged record: %v; want ErrCorrupt", err)
