@@ -111,6 +111,16 @@ type Storage struct {
 	// they are durable; past it, an async append is acknowledged once
 	// durable, as a sync one. Default 32MiB.
 	AsyncBacklog Bytes `yaml:"async_backlog"`
+	// GroupCommitInterval is the least time between the starts of two
+	// fsyncs of the segments: appends that arrive sooner after one began
+	// wait for the next and share it (as BookKeeper's journal groups its
+	// writes for journalMaxGroupWaitMSec). 0, the default, starts each
+	// fsync at once: the least latency, and at moderate rates about one
+	// fsync per produce request. An interval of a few milliseconds bounds
+	// the fsyncs, which cost CPU and wear flash storage, to one per
+	// interval, for up to one interval of latency (none after the disk
+	// was idle that long). Applies to appends written to segments.
+	GroupCommitInterval Duration `yaml:"group_commit_interval"`
 	// MemtableSize is pebble's memtable size. Default 64MiB.
 	MemtableSize Bytes `yaml:"memtable_size"`
 	// CacheSize is pebble's block cache. Default 64MiB.
@@ -375,6 +385,9 @@ func (n Node) Validate() error {
 	}
 	if n.Storage.AsyncBacklog <= 0 {
 		bad("storage.async_backlog", "%v: want a positive size like 32MiB", n.Storage.AsyncBacklog)
+	}
+	if iv := time.Duration(n.Storage.GroupCommitInterval); iv < 0 || iv > time.Second {
+		bad("storage.group_commit_interval", "%v: want 0 (each fsync at once) up to 1s; a few ms is enough to share fsyncs", iv)
 	}
 	if n.Storage.MemtableSize < 1<<20 {
 		bad("storage.memtable_size", "%v: want at least 1MiB (64MiB recommended)", n.Storage.MemtableSize)

@@ -66,13 +66,14 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	n.Limits.MaxMessageBytes = 10
 	n.Storage.Compression = "lz4"
 	n.Storage.SegmentCache = -1
+	n.Storage.GroupCommitInterval = Duration(2 * time.Second)
 	n.Kafka.FetchMaxBytes = 100
 	n.Kafka.FetchSessionSlots = -1
 	err := n.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, field := range []string{"node.region", "listeners.kafka", "storage.durability", "kafka.namespace", "limits.max_message_bytes", "storage.compression", "storage.segment_cache", "kafka.fetch_max_bytes", "kafka.fetch_session_slots"} {
+	for _, field := range []string{"node.region", "listeners.kafka", "storage.durability", "kafka.namespace", "limits.max_message_bytes", "storage.compression", "storage.segment_cache", "storage.group_commit_interval", "kafka.fetch_max_bytes", "kafka.fetch_session_slots"} {
 		if !strings.Contains(err.Error(), field+":") {
 			t.Errorf("error does not name %s:\n%v", field, err)
 		}

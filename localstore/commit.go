@@ -54,12 +54,19 @@ func (c *committer) enqueue(it *commitItem) bool {
 	return true
 }
 
-// take waits for items; nil once closed and drained.
-func (c *committer) take() []*commitItem {
+// take waits for items; nil once closed and drained. Items that come
+// before notBefore are held until then, with those that join them
+// meanwhile, so that they share one fdatasync (Config.GroupCommitInterval).
+func (c *committer) take(notBefore time.Time) []*commitItem {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) == 0 && !c.closed {
 		c.cond.Wait()
+	}
+	if rest := time.Until(notBefore); rest > 0 && len(c.queue) > 0 && !c.closed {
+		c.mu.Unlock()
+		time.Sleep(rest)
+		c.mu.Lock()
 	}
 	q := c.queue
 	c.queue = nil
@@ -88,8 +95,9 @@ func (s *Store) commitLoop() {
 	s.cwg.Add(1)
 	go s.applyStage(synced)
 	defer close(synced)
+	var next time.Time // the earliest the next fdatasync may start
 	for {
-		items := s.cmt.take()
+		items := s.cmt.take(next)
 		if items == nil {
 			return
 		}
@@ -117,6 +125,9 @@ func (s *Store) commitLoop() {
 		// once: this group's and the one applyStage waits for.
 		g.done = make(chan error, 1)
 		synced <- g
+		if iv := s.cfg.GroupCommitInterval; iv > 0 {
+			next = time.Now().Add(iv)
+		}
 		go func() { g.done <- s.segs.sync() }()
 	}
 }

@@ -122,3 +122,65 @@ func TestCommitterOverlapsFdatasyncsAndAppliesInOrder(t *testing.T) {
 		t.Fatalf("high watermark %d once both are acknowledged, want 3", hw)
 	}
 }
+
+// With GroupCommitInterval, an fdatasync starts at once after the disk was
+// idle that long, and appends that arrive sooner after one began wait for
+// the next and share it. Without it, the first of the later appends would
+// have its own fdatasync at once, and they would be acknowledged within
+// milliseconds.
+func TestGroupCommitIntervalSharesFdatasyncs(t *testing.T) {
+	var mu sync.Mutex
+	syncs := 0
+	fs := segSyncFS{FS: vfs.NewMem(), before: func() { mu.Lock(); syncs++; mu.Unlock() }}
+	if err := fs.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const interval = time.Second
+	s, pid := openTopic(t, Config{Dir: "/d", FS: fs, SegmentSize: 1 << 20, GroupCommitInterval: interval}, "grouped")
+	count := func() int { mu.Lock(); defer mu.Unlock(); return syncs }
+	before := count()
+	start := func(tag string) *PendingAppend {
+		pa, err := s.StartAppend(context.Background(), pid, AppendRequest{Entry: makeEntry(t, tag, 1, 100, 2000), Durability: DurabilitySync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pa
+	}
+
+	// The disk has been idle: the first append's fdatasync starts at once.
+	began := time.Now()
+	if _, err := start("first").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took >= interval {
+		t.Errorf("the first append, on an idle disk, took %v: held for the interval", took)
+	}
+	if n := count() - before; n != 1 {
+		t.Fatalf("%d segment fdatasyncs for the first append, want 1", n)
+	}
+
+	var later []*PendingAppend
+	for _, tag := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		later = append(later, start(tag))
+	}
+	for i, pa := range later {
+		if _, err := pa.Wait(); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if took := time.Since(began); took < interval {
+		t.Errorf("appends started right after an fdatasync began were acknowledged %v after it, before the %v interval", took, interval)
+	}
+	if n := count() - before; n != 2 {
+		t.Errorf("%d segment fdatasyncs for one append and then seven within the interval, want 2", n)
+	}
+	if _, hw, _ := s.Offsets(pid); hw != 8 {
+		t.Errorf("high watermark %d, want 8", hw)
+	}
+
+	for _, iv := range []time.Duration{-time.Millisecond, 2 * time.Second} {
+		if err := (Config{Dir: "/d", GroupCommitInterval: iv}).Validate(); err == nil {
+			t.Errorf("group commit interval %v accepted", iv)
+		}
+	}
+}

@@ -112,6 +112,18 @@ type Config struct {
 	// kept in pebble are pending, or appends made durable in segments
 	// (which bounds what a replay after a crash applies). Default 100ms.
 	AsyncSyncInterval time.Duration
+	// GroupCommitInterval is the least time between the starts of two
+	// segment fdatasyncs: appends that arrive sooner after one began wait
+	// for the next and share it. 0 (the default) starts each as soon as
+	// the one before allows (at most two at once): the least latency,
+	// and at moderate rates about one fdatasync per append. An interval
+	// bounds the fdatasyncs, which cost CPU and wear flash storage, to one
+	// per interval, and adds up to one interval to an append's latency
+	// (none when the disk has been idle that long). Where fdatasyncs take
+	// over twice the interval it changes nothing (two run at once); near
+	// that, a producer whose rate is bounded by its latency (a Kafka
+	// client's requests in flight) is slowed. At most 1s.
+	GroupCommitInterval time.Duration
 	// Now is the clock (append times, retention). Default time.Now.
 	Now func() time.Time
 	// Logger receives storage events. Default slog.Default().
@@ -155,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if c.AsyncSyncInterval < 0 {
 		errs = append(errs, fmt.Errorf("localstore: async sync interval %v is negative", c.AsyncSyncInterval))
+	}
+	if c.GroupCommitInterval < 0 || c.GroupCommitInterval > time.Second {
+		errs = append(errs, fmt.Errorf("localstore: group commit interval %v is outside 0 to 1s", c.GroupCommitInterval))
 	}
 	if c.AsyncBacklog < 0 {
 		errs = append(errs, fmt.Errorf("localstore: async backlog %d is negative", c.AsyncBacklog))

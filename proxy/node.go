@@ -127,18 +127,19 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
 	st, err := localstore.Open(localstore.Config{
-		Dir:               cfg.DataDir,
-		MemTableSize:      uint64(cfg.Storage.MemtableSize),
-		CacheSize:         int64(cfg.Storage.CacheSize),
-		Compression:       localstore.Compression(cfg.Storage.Compression),
-		InlineEntries:     !cfg.Storage.Segments,
-		SegmentSize:       int64(cfg.Storage.SegmentSize),
-		SegmentCache:      int64(cfg.Storage.SegmentCache),
-		Durability:        localstore.Durability(cfg.Storage.Durability),
-		AsyncSyncInterval: time.Duration(cfg.Storage.AsyncSyncInterval),
-		AsyncBacklog:      int64(cfg.Storage.AsyncBacklog),
-		Now:               opts.Now,
-		Logger:            n.log,
+		Dir:                 cfg.DataDir,
+		MemTableSize:        uint64(cfg.Storage.MemtableSize),
+		CacheSize:           int64(cfg.Storage.CacheSize),
+		Compression:         localstore.Compression(cfg.Storage.Compression),
+		InlineEntries:       !cfg.Storage.Segments,
+		SegmentSize:         int64(cfg.Storage.SegmentSize),
+		SegmentCache:        int64(cfg.Storage.SegmentCache),
+		Durability:          localstore.Durability(cfg.Storage.Durability),
+		AsyncSyncInterval:   time.Duration(cfg.Storage.AsyncSyncInterval),
+		AsyncBacklog:        int64(cfg.Storage.AsyncBacklog),
+		GroupCommitInterval: time.Duration(cfg.Storage.GroupCommitInterval),
+		Now:                 opts.Now,
+		Logger:              n.log,
 	})
 	if err != nil {
 		return nil, err
