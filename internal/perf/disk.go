@@ -93,6 +93,10 @@ type DiskConfig struct {
 	// one pattern's cleanup to the next. The log patterns wait as long
 	// again between preparing their file and writing into it.
 	Settle time.Duration
+	// GroupCommitInterval is the least time between the starts of two
+	// fdatasyncs, as tern's storage.group_commit_interval: appends that
+	// arrive sooner wait for the next. 0 starts each at once.
+	GroupCommitInterval time.Duration
 	// Progress gets a line each second; nil discards them.
 	Progress io.Writer
 }
@@ -143,6 +147,9 @@ func (c DiskConfig) Validate() error {
 	if c.Cache < 0 {
 		errs = append(errs, fmt.Errorf("disk probe: cache %d B is negative: give 0 to keep every page, or the bytes to keep", c.Cache))
 	}
+	if c.GroupCommitInterval < 0 || c.GroupCommitInterval > time.Second {
+		errs = append(errs, fmt.Errorf("disk probe: group commit interval %v: want 0 to 1s", c.GroupCommitInterval))
+	}
 	if c.SegmentFile < max(1<<20, int64(c.Record)) {
 		errs = append(errs, fmt.Errorf("disk probe: segment file %d B: want at least 1 MiB and one record", c.SegmentFile))
 	}
@@ -188,8 +195,10 @@ type DiskResult struct {
 	Duration float64 `json:"duration_s"`
 	// Cache is Config.Cache in bytes: the writer's newest bytes kept in
 	// the page cache (0: every page).
-	Cache    int64               `json:"cache_bytes"`
-	Patterns []DiskPatternResult `json:"patterns"`
+	Cache int64 `json:"cache_bytes"`
+	// GroupCommitInterval is Config.GroupCommitInterval in milliseconds.
+	GroupCommitInterval float64             `json:"group_commit_interval_ms,omitempty"`
+	Patterns            []DiskPatternResult `json:"patterns"`
 }
 
 // DiskPatternResult is one pattern's measured window.
@@ -226,6 +235,7 @@ func RunDisk(ctx context.Context, cfg DiskConfig) (*DiskResult, error) {
 	res := &DiskResult{
 		Dir: cfg.Dir, Rate: float64(cfg.Rate) / 1e6, Record: cfg.Record,
 		Warmup: cfg.Warmup.Seconds(), Duration: cfg.Duration.Seconds(), Cache: cfg.Cache,
+		GroupCommitInterval: float64(cfg.GroupCommitInterval) / float64(time.Millisecond),
 	}
 	// One buffer of random bytes (so no layer below can compress or skip
 	// them) is written over and over.
@@ -436,7 +446,10 @@ func (r *diskRun) progressLine(p DiskPattern, now, start, measureAt time.Time, s
 // writer is the group commit: it writes every append that has arrived,
 // fdatasyncs, and records each append's latency.
 func (r *diskRun) writer() {
-	var at int64
+	var (
+		at   int64
+		next time.Time // the earliest the next fdatasync may start
+	)
 	for {
 		r.mu.Lock()
 		for len(r.mu.due) == 0 && !r.mu.done {
@@ -445,6 +458,11 @@ func (r *diskRun) writer() {
 		if len(r.mu.due) == 0 {
 			r.mu.Unlock()
 			return
+		}
+		if rest := time.Until(next); rest > 0 && !r.mu.done {
+			r.mu.Unlock()
+			time.Sleep(rest)
+			r.mu.Lock()
 		}
 		due := r.mu.due
 		r.mu.due = nil
@@ -470,6 +488,9 @@ func (r *diskRun) writer() {
 			left -= c
 		}
 		s := time.Now()
+		if r.cfg.GroupCommitInterval > 0 {
+			next = s.Add(r.cfg.GroupCommitInterval)
+		}
 		if err := fdatasync(r.log); err != nil {
 			r.setErr(err)
 			return
@@ -690,6 +711,9 @@ func (res *DiskResult) WriteTable(w io.Writer) error {
 	cache := "every page kept in the page cache"
 	if res.Cache > 0 {
 		cache = fmt.Sprintf("pages more than %d MiB behind the writer dropped", res.Cache>>20)
+	}
+	if res.GroupCommitInterval > 0 {
+		cache += fmt.Sprintf(", fdatasyncs at least %g ms apart", res.GroupCommitInterval)
 	}
 	fmt.Fprintf(w, "disk probe in %s: %.1f MB/s in appends of %d B, one writer in group commits (write, fdatasync), %s, warm-up %gs, measured %gs\n",
 		res.Dir, res.Rate, res.Record, cache, res.Warmup, res.Duration)

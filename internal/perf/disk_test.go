@@ -95,6 +95,36 @@ func TestDiskProbeRunsEachPattern(t *testing.T) {
 	}
 }
 
+// With a group commit interval, fdatasyncs start at most once per interval
+// and each makes the appends that arrived meanwhile durable; without it the
+// writer fdatasyncs once per append at this rate (one every 7.8 ms).
+func TestDiskProbeGroupCommitInterval(t *testing.T) {
+	cfg := smallDiskConfig(t)
+	cfg.Patterns = []DiskPattern{DiskAllocated}
+	cfg.GroupCommitInterval = 50 * time.Millisecond
+	res, err := RunDisk(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Patterns[0]
+	want := int64(cfg.Duration.Seconds() * float64(cfg.Rate) / float64(cfg.Record))
+	if p.Appends < want-2 || p.Appends > want+2 {
+		t.Errorf("%d appends measured, want %d", p.Appends, want)
+	}
+	// 1.5 s at one fdatasync per 50 ms at most, and one more that makes
+	// the window's last appends durable.
+	if most := int64(cfg.Duration/cfg.GroupCommitInterval) + 2; p.Syncs < 2 || p.Syncs > most {
+		t.Errorf("%d fdatasyncs in the window, want 2 to %d", p.Syncs, most)
+	}
+	var table bytes.Buffer
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "fdatasyncs at least 50 ms apart") {
+		t.Errorf("the table does not say the interval:\n%s", table.String())
+	}
+}
+
 func TestDiskConfigErrorsSayWhatToChange(t *testing.T) {
 	for _, tc := range []struct {
 		change func(*DiskConfig)
@@ -110,6 +140,7 @@ func TestDiskConfigErrorsSayWhatToChange(t *testing.T) {
 		{func(c *DiskConfig) { c.Record, c.FlushFile, c.FlushChunk = 4<<20, 2<<20, 1<<20 }, "at least 1 MiB and one record"},
 		{func(c *DiskConfig) { c.SegmentFile = 512 << 10 }, "segment file 524288 B: want at least 1 MiB"},
 		{func(c *DiskConfig) { c.Settle = -time.Second }, "settle -1s: want 0 to 10m"},
+		{func(c *DiskConfig) { c.GroupCommitInterval = 2 * time.Second }, "group commit interval 2s: want 0 to 1s"},
 	} {
 		cfg := DefaultDiskConfig()
 		tc.change(&cfg)

@@ -39,7 +39,10 @@ durability. Four write patterns run in turn:
              as an LSM's memtable flush does beside its WAL
 
 Pages more than --cache MiB behind the writer are dropped from the page
-cache after each fdatasync, as tern's storage.segment_cache does.
+cache after each fdatasync, as tern's storage.segment_cache does. With
+--group-commit-interval, fdatasyncs start at most once per interval, as
+with tern's storage.group_commit_interval: compare syncs/s and commit
+latency with and without it before setting it.
 
 Commit latency is from an append's due time to the end of its fdatasync:
 the floor under a produce request's latency on this disk. The probe
@@ -86,6 +89,7 @@ its files afterwards.`,
 	fl.Int64Var(&segMiB, "segment-size", cfg.SegmentFile>>20, "MiB per file in the allocated pattern (tern's storage.segment_size)")
 	fl.Int64Var(&cacheMiB, "cache", cfg.Cache>>20, "MiB of the newest appends kept in the page cache; older pages are dropped (tern's storage.segment_cache; 0 keeps every page)")
 	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between patterns, and between preparing the log file and writing into it, so the machine finishes with what was removed or dropped before")
+	fl.DurationVar(&cfg.GroupCommitInterval, "group-commit-interval", 0, "least time between the starts of two fdatasyncs (tern's storage.group_commit_interval; 0: each at once)")
 	fl.StringVar(&patterns, "patterns", "log,allocated,growing,log+flush", "patterns to run, comma separated")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON (progress lines go to stderr)")
 	return c
