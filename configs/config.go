@@ -113,8 +113,8 @@ type Storage struct {
 	AsyncBacklog Bytes `yaml:"async_backlog"`
 	// GroupCommitInterval is the least time between the starts of two
 	// fsyncs of the segments: appends that arrive sooner after one began
-	// wait for the next and share it (as BookKeeper's journal groups its
-	// writes for journalMaxGroupWaitMSec). 0, the default, starts each
+	// wait for the next and share it (BookKeeper's journal has a similar
+	// wait, journalMaxGroupWaitMSec). 0, the default, starts each
 	// fsync at once: the least latency, and at moderate rates about one
 	// fsync per produce request. An interval of a few milliseconds bounds
 	// the fsyncs, which cost CPU and wear flash storage, to one per
