@@ -145,9 +145,12 @@ type Storage struct {
 	// too) and tern's page-cache footprint stays bounded. A consumer
 	// further behind keeps what it has yet to read cached while it reads,
 	// up to four times this behind the newest; consumers further back read
-	// from the disk. 0 keeps every page (the kernel decides). Default
-	// 256MiB.
-	SegmentCache Bytes `yaml:"segment_cache"`
+	// from the disk. 0 keeps every page (the kernel decides). "auto", the
+	// default, is a sixteenth of the memory the node may use (the machine's,
+	// or its control group's limit if lower), at least 32MiB: 256MiB on a
+	// 4GiB device, 1.5GiB on a 24GiB server. Where the memory is not known,
+	// auto is 256MiB.
+	SegmentCache BytesOrAuto `yaml:"segment_cache"`
 	// HugePages has `tern serve` ask the C allocator, which holds pebble's
 	// memtables and block cache, for transparent huge pages (on Linux
 	// with glibc, where the kernel offers them on request). A fresh 4 KiB
@@ -284,7 +287,7 @@ func builtin() Node {
 			Compression:       "none",
 			Segments:          true,
 			SegmentSize:       64 << 20,
-			SegmentCache:      256 << 20,
+			SegmentCache:      BytesOrAuto{Auto: true},
 			HugePages:         true,
 		},
 		Limits:    Limits{MaxMessageBytes: 5 << 20, MaxConnections: 10000, MaxInflightBytes: 64 << 20, HeapLimit: 72 << 20},
@@ -398,8 +401,8 @@ func (n Node) Validate() error {
 	if n.Storage.SegmentSize < 1<<20 || n.Storage.SegmentSize > 2<<30 {
 		bad("storage.segment_size", "%v: want 1MiB to 2GiB (64MiB recommended)", n.Storage.SegmentSize)
 	}
-	if n.Storage.SegmentCache < 0 {
-		bad("storage.segment_cache", "%v: want a size of 0 (keep every page) or more (256MiB recommended)", n.Storage.SegmentCache)
+	if !n.Storage.SegmentCache.Auto && n.Storage.SegmentCache.Bytes < 0 {
+		bad("storage.segment_cache", "%v: want auto (a sixteenth of the memory; recommended), 0 (keep every page) or a size like 256MiB", n.Storage.SegmentCache.Bytes)
 	}
 	if n.Storage.CacheSize < 0 {
 		bad("storage.cache_size", "%v: want a size of 0 or more", n.Storage.CacheSize)

@@ -65,7 +65,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	n.Kafka.Namespace = "public"
 	n.Limits.MaxMessageBytes = 10
 	n.Storage.Compression = "lz4"
-	n.Storage.SegmentCache = -1
+	n.Storage.SegmentCache = BytesOrAuto{Bytes: -1}
 	n.Storage.GroupCommitInterval = Duration(2 * time.Second)
 	n.Kafka.FetchMaxBytes = 100
 	n.Kafka.FetchSessionSlots = -1
@@ -142,5 +142,37 @@ func TestExampleMeshConfigsAreValid(t *testing.T) {
 			}
 			seen[a] = true
 		}
+	}
+}
+
+func TestSegmentCacheAutoOrSize(t *testing.T) {
+	if d := DefaultConfig(); !d.Storage.SegmentCache.Auto {
+		t.Fatalf("default segment_cache %v, want auto", d.Storage.SegmentCache)
+	}
+	for doc, want := range map[string]BytesOrAuto{
+		"storage: {segment_cache: auto}":   {Auto: true},
+		"storage: {segment_cache: 512MiB}": {Bytes: 512 << 20},
+		"storage: {segment_cache: 0}":      {},
+	} {
+		n, err := Parse([]byte(doc))
+		if err != nil || n.Storage.SegmentCache != want {
+			t.Errorf("%s: %+v %v, want %+v", doc, n.Storage.SegmentCache, err, want)
+			continue
+		}
+		// What Marshal writes reads back the same.
+		out, _ := n.Marshal()
+		back, err := Parse(out)
+		if err != nil || back.Storage.SegmentCache != want {
+			t.Errorf("%s: marshalled and parsed again: %+v %v", doc, back.Storage.SegmentCache, err)
+		}
+	}
+	_, err := Parse([]byte("storage: {segment_cache: most}"))
+	if err == nil || !strings.Contains(err.Error(), "line 1") || !strings.Contains(err.Error(), `"most"`) {
+		t.Errorf("segment_cache: most: %v", err)
+	}
+	n := DefaultConfig()
+	n.Storage.SegmentCache = BytesOrAuto{Bytes: -1}
+	if err := n.Validate(); err == nil || !strings.Contains(err.Error(), "storage.segment_cache: -1: want auto") {
+		t.Errorf("segment_cache -1: %v", err)
 	}
 }

@@ -96,3 +96,31 @@ func (b Bytes) String() string {
 
 // MarshalYAML writes the size in the notation String uses.
 func (b Bytes) MarshalYAML() (any, error) { return b.String(), nil }
+
+// BytesOrAuto is a size that may instead be "auto": the node works the
+// size out from the machine it runs on when it starts.
+type BytesOrAuto struct {
+	Bytes
+	Auto bool
+}
+
+// UnmarshalYAML accepts "auto" or what Bytes accepts.
+func (b *BytesOrAuto) UnmarshalYAML(n *yaml.Node) error {
+	if strings.TrimSpace(n.Value) == "auto" {
+		*b = BytesOrAuto{Auto: true}
+		return nil
+	}
+	b.Auto = false
+	return b.Bytes.UnmarshalYAML(n)
+}
+
+// String is "auto" or the size as Bytes writes it.
+func (b BytesOrAuto) String() string {
+	if b.Auto {
+		return "auto"
+	}
+	return b.Bytes.String()
+}
+
+// MarshalYAML writes "auto" or the size.
+func (b BytesOrAuto) MarshalYAML() (any, error) { return b.String(), nil }

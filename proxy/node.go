@@ -69,6 +69,8 @@ type Node struct {
 	log  *slog.Logger
 
 	store *localstore.Store
+	// segmentCache is storage.segment_cache in bytes, auto resolved.
+	segmentCache int64
 	// diskUsed is the store's size on disk as diskQuotaLoop last saw it,
 	// and diskAppended the store's appended bytes at that moment.
 	diskUsed, diskAppended atomic.Int64
@@ -126,6 +128,17 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
+	n.segmentCache = segmentCacheBytes(cfg.Storage.SegmentCache, 0)
+	if cfg.Storage.SegmentCache.Auto {
+		mem, from := nodeMemory()
+		n.segmentCache = segmentCacheBytes(cfg.Storage.SegmentCache, mem)
+		if from == "" {
+			from = "a fixed size: the memory the node may use is not known here"
+		} else {
+			from = "a sixteenth of " + from
+		}
+		n.log.Info("segment cache (storage.segment_cache: auto)", "bytes", n.segmentCache, "size", gib(uint64(n.segmentCache)), "from", from)
+	}
 	st, err := localstore.Open(localstore.Config{
 		Dir:                 cfg.DataDir,
 		MemTableSize:        uint64(cfg.Storage.MemtableSize),
@@ -133,7 +146,7 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 		Compression:         localstore.Compression(cfg.Storage.Compression),
 		InlineEntries:       !cfg.Storage.Segments,
 		SegmentSize:         int64(cfg.Storage.SegmentSize),
-		SegmentCache:        int64(cfg.Storage.SegmentCache),
+		SegmentCache:        n.segmentCache,
 		Durability:          localstore.Durability(cfg.Storage.Durability),
 		AsyncSyncInterval:   time.Duration(cfg.Storage.AsyncSyncInterval),
 		AsyncBacklog:        int64(cfg.Storage.AsyncBacklog),

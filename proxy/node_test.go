@@ -179,6 +179,10 @@ func TestHealthReadyMetrics(t *testing.T) {
 	if n := metricValue(t, body, `tern_storage_wal_fsync_seconds_count{node="node-1",region="local"}`); n < 1 {
 		t.Errorf("WAL fsync histogram counts %v fsyncs after a topic's creation", n)
 	}
+	// The default segment cache is auto: at least its floor of 32MiB.
+	if n := metricValue(t, body, `tern_storage_segment_cache_bytes{node="node-1",region="local"}`); n < 32<<20 {
+		t.Errorf("segment cache bound %v bytes with storage.segment_cache auto", n)
+	}
 }
 
 // metricValue is the value of the exposition line starting with series,

@@ -87,7 +87,7 @@ its files afterwards.`,
 	fl.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured time at the start of each pattern")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time of each pattern")
 	fl.Int64Var(&segMiB, "segment-size", cfg.SegmentFile>>20, "MiB per file in the allocated pattern (tern's storage.segment_size)")
-	fl.Int64Var(&cacheMiB, "cache", cfg.Cache>>20, "MiB of the newest appends kept in the page cache; older pages are dropped (tern's storage.segment_cache; 0 keeps every page)")
+	fl.Int64Var(&cacheMiB, "cache", cfg.Cache>>20, "MiB of the newest appends kept in the page cache; older pages are dropped (as tern's storage.segment_cache, whose auto is a sixteenth of memory; 0 keeps every page)")
 	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between patterns, and between preparing the log file and writing into it, so the machine finishes with what was removed or dropped before")
 	fl.DurationVar(&cfg.GroupCommitInterval, "group-commit-interval", 0, "least time between the starts of two fdatasyncs (tern's storage.group_commit_interval; 0: each at once)")
 	fl.StringVar(&patterns, "patterns", "log,allocated,growing,log+flush", "patterns to run, comma separated")
