@@ -176,7 +176,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	targets := make([]target, len(cfg.Systems))
 	for i, s := range cfg.Systems {
 		targets[i], _ = lookupTarget(s)
-		rep.Notes = append(rep.Notes, targets[i].note)
+		if !slices.Contains(rep.Notes, targets[i].note) { // two of one kind, with other settings
+			rep.Notes = append(rep.Notes, targets[i].note)
+		}
+		if c := targets[i].config; c != "" {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: tern's settings from %s (the system's durability over the file's)", targets[i].name, c))
+		}
 		if cfg.TernBinary != "" && targets[i].self == "" && targets[i].peerArgs[0] == peer.Tern {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: served by %s serve", targets[i].name, cfg.TernBinary))
 		}
@@ -292,7 +297,7 @@ func runOne(ctx context.Context, cfg Config, t target, w perf.Config, round int)
 	// and an empty directory.
 	for try := 1; ; try++ {
 		if cfg.TernBinary != "" && t.self == "" && t.peerArgs[0] == peer.Tern {
-			p, err = startServe(ctx, cfg.TernBinary, durability(t.peerArgs), dir)
+			p, err = startServe(ctx, cfg.TernBinary, durability(t.peerArgs), t.config, dir)
 		} else {
 			p, err = startPeer(ctx, self, args, filepath.Join(dir, "data"))
 		}

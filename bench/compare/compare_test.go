@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
 
 	"github.com/ternmq/tern/bench/peer"
 	"github.com/ternmq/tern/internal/perf"
@@ -90,14 +91,22 @@ func TestCompareTernServe(t *testing.T) {
 	marker := filepath.Join(dir, "started")
 	failed := filepath.Join(dir, "failed")
 	bin := filepath.Join(dir, "tern")
-	script := fmt.Sprintf("#!/bin/sh\necho \"$@\" >> %s\n"+
+	// It also keeps each config it is given ($3: serve --config FILE).
+	confs := filepath.Join(dir, "configs")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$@\" >> %s\ncat \"$3\" >> %s; echo --- >> %s\n"+
 		"if [ ! -e %s ]; then : > %s; echo 'listen tcp 127.0.0.1:9: bind: address already in use' >&2; exit 1; fi\n"+
-		"exec %s \"$@\"\n", marker, failed, failed, real)
+		"exec %s \"$@\"\n", marker, confs, confs, failed, failed, real)
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The second system runs with a config file's settings, its
+	// durability over the file's.
+	settings := filepath.Join(dir, "settings.yaml")
+	if err := os.WriteFile(settings, []byte("storage: {segment_cache: 48MiB, durability: sync}\nkafka: {default_partitions: 3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg := tinyConfig(t)
-	cfg.Systems = []string{"tern/kafka", "tern-async/kafka"}
+	cfg.Systems = []string{"tern/kafka", "tern-async/kafka#" + settings}
 	cfg.Modes = []perf.Mode{perf.ModeProduce}
 	cfg.TernBinary = bin
 	rep := runTiny(t, cfg)
@@ -124,6 +133,45 @@ func TestCompareTernServe(t *testing.T) {
 	}
 	if served != 2 {
 		t.Errorf("notes do not say both systems ran under tern serve: %q", rep.Notes)
+	}
+	given, _ := os.ReadFile(confs)
+	runs := strings.Split(strings.TrimSuffix(string(given), "---\n"), "---\n")
+	if len(runs) != 3 {
+		t.Fatalf("%d configs given to tern serve, want 3:\n%s", len(runs), given)
+	}
+	for i, c := range runs {
+		var n struct {
+			Storage struct {
+				Durability   string `yaml:"durability"`
+				SegmentCache string `yaml:"segment_cache"`
+			} `yaml:"storage"`
+			Kafka struct {
+				DefaultPartitions int `yaml:"default_partitions"`
+			} `yaml:"kafka"`
+		}
+		if err := yaml.Unmarshal([]byte(c), &n); err != nil {
+			t.Fatalf("config %d: %v\n%s", i, err, c)
+		}
+		// The order rotates each round; with one round, tern/kafka first.
+		want := "sync"
+		if i == 2 {
+			want = "async"
+			if n.Storage.SegmentCache != "48MiB" || n.Kafka.DefaultPartitions != 3 {
+				t.Errorf("tern-async/kafka#settings ran without the file's settings:\n%s", c)
+			}
+		} else if n.Storage.SegmentCache != "" {
+			t.Errorf("tern/kafka ran with another system's settings:\n%s", c)
+		}
+		if n.Storage.Durability != want {
+			t.Errorf("config %d: durability %q, want %q:\n%s", i, n.Storage.Durability, want, c)
+		}
+	}
+	settingsNoted := false
+	for _, n := range rep.Notes {
+		settingsNoted = settingsNoted || strings.Contains(n, "tern's settings from "+settings)
+	}
+	if !settingsNoted {
+		t.Errorf("notes do not name the settings file: %q", rep.Notes)
 	}
 	starts, _ := os.ReadFile(marker)
 	if n := strings.Count(string(starts), "serve --config"); n != 3 {
@@ -199,6 +247,24 @@ func TestValidate(t *testing.T) {
 	for _, want := range []string{`"redpanda"`, "needs the produce workload", "--rounds"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %s", err, want)
+		}
+	}
+	// A config file is for tern's systems, must be named, and must be a
+	// valid tern config.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("storage: {segment_cache: most}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for system, want := range map[string]string{
+		"kfake#x.yaml":                  "for tern's systems",
+		"tern/kafka#":                   "name a tern config file",
+		"tern/kafka#/no/such/tern.yaml": "no such file",
+		"tern/kafka#" + bad:             `"most"`,
+	} {
+		cfg := DefaultConfig()
+		cfg.Systems = []string{system}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v does not say %s", system, err, want)
 		}
 	}
 	cfg = DefaultConfig()

@@ -11,18 +11,24 @@ import (
 
 	"github.com/ternmq/tern/bench/peer"
 	"github.com/ternmq/tern/internal/freeport"
+	"gopkg.in/yaml.v3"
 )
 
 // startServe runs `bin serve` on free loopback ports with its data in
 // dir, waits until /readyz answers, and returns it as a peer: stop sends
-// SIGTERM, as an operator would.
-func startServe(ctx context.Context, bin, durability, dir string) (*peerProc, error) {
+// SIGTERM, as an operator would. Its config is the settings of the config
+// file base, if given, with storage.durability set to durability.
+func startServe(ctx context.Context, bin, durability, base, dir string) (*peerProc, error) {
 	ports, err := freeport.Loopback(5)
 	if err != nil {
 		return nil, err
 	}
+	doc, err := serveConfig(base, durability)
+	if err != nil {
+		return nil, err
+	}
 	conf := filepath.Join(dir, "tern.yaml")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "storage: {durability: %s}\n", durability), 0o644); err != nil {
+	if err := os.WriteFile(conf, doc, 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "serve", "--config", conf, "--data-dir", filepath.Join(dir, "data"),
@@ -66,4 +72,35 @@ func durability(args []string) string {
 		}
 	}
 	return "sync"
+}
+
+// serveConfig is the config file a tern serve of compare's runs with: the
+// settings of the file at base (none if base is empty) with
+// storage.durability set. The file's settings are carried as written, not
+// through this build's schema, so a tern binary older or newer than it
+// reads them as it would the file.
+func serveConfig(base, durability string) ([]byte, error) {
+	doc := map[string]any{}
+	if base != "" {
+		b, err := os.ReadFile(base)
+		if err != nil {
+			return nil, fmt.Errorf("compare: %w", err)
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("compare: %s: %w", base, err)
+		}
+		if doc == nil {
+			doc = map[string]any{}
+		}
+	}
+	storage, ok := doc["storage"].(map[string]any)
+	if !ok {
+		if _, there := doc["storage"]; there {
+			return nil, fmt.Errorf("compare: %s: storage is not a mapping of settings", base)
+		}
+		storage = map[string]any{}
+		doc["storage"] = storage
+	}
+	storage["durability"] = durability
+	return yaml.Marshal(doc)
 }

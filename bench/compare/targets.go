@@ -2,12 +2,15 @@ package compare
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ternmq/tern/bench/jsdriver"
 	"github.com/ternmq/tern/bench/peer"
 	"github.com/ternmq/tern/bench/pulsardriver"
+	"github.com/ternmq/tern/configs"
 	"github.com/ternmq/tern/internal/perf"
 	"github.com/ternmq/tern/internal/perf/kafkadriver"
 	"github.com/ternmq/tern/internal/perf/wsdriver"
@@ -25,10 +28,15 @@ type target struct {
 	// self, if set, is another tern-bench binary to run the server with
 	// (SYSTEM@BINARY), so two builds can be compared in one run.
 	self string
+	// config, if set, is a tern config file whose settings the server
+	// runs with (SYSTEM#FILE), so two settings can be compared in one run.
+	config string
 }
 
 // Targets are the systems compare knows, by name. Any of them may be given
-// as NAME@BINARY to run its server with another tern-bench binary.
+// as NAME@BINARY to run its server with another tern-bench binary, and a
+// tern one as NAME#FILE to run it with the settings of a tern config file
+// (the system's durability stands over the file's).
 var Targets = []string{"tern/kafka", "tern/pulsar", "tern/websocket", "tern-async/kafka", "kfake", "jetstream", "jetstream-fsync"}
 
 // DefaultTargets are those compared without --systems.
@@ -42,9 +50,12 @@ func kafka(a peer.Addrs, linger time.Duration) (perf.Driver, error) {
 }
 
 // lookupTarget resolves a system name; NAME@BINARY runs NAME's server
-// with another tern-bench binary (an older build, say).
+// with another tern-bench binary (an older build, say), and NAME#FILE a
+// tern server with the settings of config file FILE (both may be given,
+// in that order).
 func lookupTarget(full string) (target, error) {
-	name, self, _ := strings.Cut(full, "@")
+	name, config, _ := strings.Cut(full, "#")
+	name, self, _ := strings.Cut(name, "@")
 	t, err := lookupKnown(name)
 	if err != nil {
 		return t, err
@@ -52,6 +63,22 @@ func lookupTarget(full string) (target, error) {
 	t.name, t.self = full, self
 	if self != "" {
 		t.note = fmt.Sprintf("%s: the server built into %s", full, self)
+	}
+	if strings.Contains(full, "#") {
+		if t.peerArgs[0] != peer.Tern {
+			return t, fmt.Errorf("compare: %s: a config file (#FILE) is for tern's systems", full)
+		}
+		if config == "" {
+			return t, fmt.Errorf("compare: %s: name a tern config file after #", full)
+		}
+		if config, err = filepath.Abs(config); err != nil {
+			return t, fmt.Errorf("compare: %s: %w", full, err)
+		}
+		if _, err := configs.Load(config); err != nil {
+			return t, fmt.Errorf("compare: %s: %w", full, err)
+		}
+		t.config = config
+		t.peerArgs = append(slices.Clone(t.peerArgs), "--config", config)
 	}
 	return t, nil
 }

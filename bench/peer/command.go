@@ -26,6 +26,7 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var cpuProfile, memProfile string
 	fs.StringVar(&cfg.Dir, "dir", "", "data directory")
 	fs.StringVar(&cfg.Durability, "durability", "", "tern: sync (default) or async")
+	fs.StringVar(&cfg.ConfigFile, "config", "", "tern: a config file whose settings replace tern's defaults")
 	fs.Int64Var(&cfg.MemtableSize, "memtable-size", 0, "tern: pebble memtable size in bytes (0: tern's default)")
 	fs.Int64Var(&cfg.CacheSize, "cache-size", 0, "tern: pebble block cache size in bytes (0: tern's default)")
 	fs.BoolVar(&cfg.Fsync, "fsync", false, "jetstream: fsync every write (sync_interval: always)")

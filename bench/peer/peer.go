@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,10 @@ type Config struct {
 	// by default it acknowledges before fsyncing and syncs every two
 	// minutes, NATS's default.
 	Fsync bool
+	// ConfigFile is a tern config file whose settings replace tern's
+	// defaults (configs.Load); the peer then sets its own name, data
+	// directory and listeners, and Durability if given.
+	ConfigFile string
 	// MemtableSize and CacheSize override tern's storage sizes in bytes
 	// (0: tern's defaults).
 	MemtableSize, CacheSize int64
@@ -59,6 +64,9 @@ func (c Config) Validate() error {
 	}
 	if c.Durability != "" && c.Durability != "sync" && c.Durability != "async" {
 		errs = append(errs, fmt.Errorf("peer: durability %q: want sync or async", c.Durability))
+	}
+	if c.ConfigFile != "" && c.Kind != Tern {
+		errs = append(errs, fmt.Errorf("peer: a config file is tern's; %s takes none", c.Kind))
 	}
 	if c.Fsync && c.Kind != JetStream {
 		errs = append(errs, errors.New("peer: fsync is a JetStream setting; tern's is durability"))
@@ -103,6 +111,12 @@ func Start(cfg Config) (*Running, error) {
 
 func startTern(cfg Config) (*Running, error) {
 	c := configs.DefaultConfig()
+	if cfg.ConfigFile != "" {
+		var err error
+		if c, err = configs.Load(cfg.ConfigFile); err != nil {
+			return nil, err
+		}
+	}
 	c.Node = configs.Identity{Name: "bench", Region: "local"}
 	c.DataDir = filepath.Join(cfg.Dir, "tern")
 	if cfg.Durability != "" {
@@ -121,6 +135,9 @@ func startTern(cfg Config) (*Running, error) {
 	c.Listeners.Kafka, c.Listeners.Pulsar, c.Listeners.HTTP = ports[0], ports[1], ports[2]
 	c.Listeners.AdvertisedHost = "127.0.0.1"
 	c.Mesh.GossipAddr, c.Mesh.MeshAddr = ports[3], ports[4]
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("peer: %s: %w", cmp.Or(cfg.ConfigFile, "tern's settings"), err)
+	}
 	// The peer process is tern's alone, as under tern serve.
 	proxy.SetProcessHeapLimit(cfg.Logger, int64(c.Limits.HeapLimit))
 	n, err := proxy.New(c, proxy.Options{Logger: cfg.Logger, Version: "bench"})

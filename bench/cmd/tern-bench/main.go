@@ -89,7 +89,10 @@ embedded NATS JetStream with file storage, with and without fsync per write) in
 one run: every run gets a fresh server process, rounds interleave the systems
 and rotate their order, and the tables give medians, ranges and ratios.
 
-Systems: ` + strings.Join(compare.Targets, ", "),
+Systems: ` + strings.Join(compare.Targets, ", ") + `. NAME@BINARY runs a system's
+server with another tern-bench build; NAME#FILE runs a tern system with the
+settings of a tern config file (the system's durability over the file's), so
+two builds or two settings are compared in one run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Systems = splitList(systems)
