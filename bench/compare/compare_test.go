@@ -405,3 +405,24 @@ func tables(t *testing.T, rep *Report) string {
 	}
 	return out.String()
 }
+
+// The header's measured time is a produce or e2e run's: a consume run's
+// window lasts as long as its backlog takes to read.
+func TestReportMeasuredTime(t *testing.T) {
+	cons := &perf.Result{Label: "a", Mode: perf.ModeConsume, WarmupSeconds: 2, Seconds: 1.2,
+		Consume: &perf.Figures{Messages: 10000, MsgsPerSec: 8000}}
+	e2e := &perf.Result{Label: "a", Mode: perf.ModeE2E, WarmupSeconds: 2, Seconds: 10,
+		Publish: &perf.Figures{Messages: 10000, MsgsPerSec: 1000}, Consume: &perf.Figures{Messages: 10000, MsgsPerSec: 1000}}
+	for _, c := range []struct {
+		runs []*perf.Result
+		want string
+	}{
+		{[]*perf.Result{cons, e2e}, "warm-up 2s, measured 10s\n"},
+		{[]*perf.Result{cons}, "warm-up 2s, measured until each backlog is read\n"},
+	} {
+		rep := &Report{Systems: []string{"a"}, Rounds: 1, Runs: c.runs}
+		if out := tables(t, rep); !strings.Contains(out, c.want) {
+			t.Errorf("report lacks %q:\n%s", c.want, out)
+		}
+	}
+}
