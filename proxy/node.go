@@ -128,15 +128,8 @@ func New(cfg configs.Node, opts Options) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	n.segmentCache = segmentCacheBytes(cfg.Storage.SegmentCache, 0)
-	if cfg.Storage.SegmentCache.Auto {
-		mem, from := nodeMemory()
-		n.segmentCache = segmentCacheBytes(cfg.Storage.SegmentCache, mem)
-		if from == "" {
-			from = "a fixed size: the memory the node may use is not known here"
-		} else {
-			from = "a sixteenth of " + from
-		}
+	var from string
+	if n.segmentCache, from = resolveSegmentCache(cfg.Storage.SegmentCache); from != "" {
 		n.log.Info("segment cache (storage.segment_cache: auto)", "bytes", n.segmentCache, "size", gib(uint64(n.segmentCache)), "from", from)
 	}
 	st, err := localstore.Open(localstore.Config{

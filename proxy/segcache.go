@@ -40,6 +40,20 @@ func segmentCacheBytes(c configs.BytesOrAuto, mem uint64) int64 {
 	return max(int64(mem/autoSegmentCacheShare), autoSegmentCacheMin)
 }
 
+// resolveSegmentCache is storage.segment_cache in bytes, auto worked out
+// from the memory the node may use; from says how, for the log ("" for a
+// size given).
+func resolveSegmentCache(c configs.BytesOrAuto) (size int64, from string) {
+	if !c.Auto {
+		return segmentCacheBytes(c, 0), ""
+	}
+	mem, of := nodeMemory()
+	if of == "" {
+		return segmentCacheBytes(c, 0), "a fixed size: the memory the node may use is not known here"
+	}
+	return segmentCacheBytes(c, mem), fmt.Sprintf("1/%d of %s", autoSegmentCacheShare, of)
+}
+
 // nodeMemory is the memory the node may use: the machine's, or its
 // control group's limit where that is lower (a container's, or a systemd
 // unit's MemoryMax), since the page cache a process fills is charged to

@@ -426,3 +426,34 @@ func TestReportMeasuredTime(t *testing.T) {
 		}
 	}
 }
+
+// serveConfig carries a file's settings and sets the system's durability
+// over them; an empty storage section is no settings, a scalar one an error.
+func TestServeConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, base := range []string{"", write("empty.yaml", "storage:\nkafka: {default_partitions: 2}\n"), write("set.yaml", "storage: {durability: sync, segment_cache: 1GiB}\n")} {
+		b, err := serveConfig(base, "async")
+		if err != nil {
+			t.Fatalf("%q: %v", base, err)
+		}
+		var doc struct {
+			Storage map[string]string `yaml:"storage"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil || doc.Storage["durability"] != "async" {
+			t.Errorf("%q: durability not async (%v):\n%s", base, err, b)
+		}
+		if strings.HasSuffix(base, "set.yaml") && doc.Storage["segment_cache"] != "1GiB" {
+			t.Errorf("%q: the file's segment_cache is lost:\n%s", base, b)
+		}
+	}
+	if _, err := serveConfig(write("scalar.yaml", "storage: 3\n"), "sync"); err == nil || !strings.Contains(err.Error(), "not a mapping") {
+		t.Errorf("storage: 3 gave %v", err)
+	}
+}

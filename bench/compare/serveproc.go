@@ -95,7 +95,7 @@ func serveConfig(base, durability string) ([]byte, error) {
 	}
 	storage, ok := doc["storage"].(map[string]any)
 	if !ok {
-		if _, there := doc["storage"]; there {
+		if v := doc["storage"]; v != nil { // "storage:" alone sets nothing
 			return nil, fmt.Errorf("compare: %s: storage is not a mapping of settings", base)
 		}
 		storage = map[string]any{}

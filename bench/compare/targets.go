@@ -54,7 +54,7 @@ func kafka(a peer.Addrs, linger time.Duration) (perf.Driver, error) {
 // tern server with the settings of config file FILE (both may be given,
 // in that order).
 func lookupTarget(full string) (target, error) {
-	name, config, _ := strings.Cut(full, "#")
+	name, config, hasConfig := strings.Cut(full, "#")
 	name, self, _ := strings.Cut(name, "@")
 	t, err := lookupKnown(name)
 	if err != nil {
@@ -64,7 +64,7 @@ func lookupTarget(full string) (target, error) {
 	if self != "" {
 		t.note = fmt.Sprintf("%s: the server built into %s", full, self)
 	}
-	if strings.Contains(full, "#") {
+	if hasConfig {
 		if t.peerArgs[0] != peer.Tern {
 			return t, fmt.Errorf("compare: %s: a config file (#FILE) is for tern's systems", full)
 		}
