@@ -53,6 +53,12 @@ type Config struct {
 	// Dir at the first system's e2e byte rate: the floor the disk sets
 	// under a durable e2e latency, measured in the same run.
 	Disk bool
+	// DiskBusy, with Disk, runs the probe a second time with this many
+	// threads spinning on the CPU beside its writer (perf.DiskConfig.Busy):
+	// the floor under a durable e2e latency when the disk's writer shares
+	// the machine's cores with busy clients and servers, as every system
+	// here does. 0: the probe runs once, on an idle machine.
+	DiskBusy int
 	// Settle is a pause before each latency measurement (every e2e run
 	// and the disk probe's patterns), after the previous run's files were
 	// removed: on a disk that discards freed blocks, new blocks written
@@ -105,6 +111,12 @@ func (c Config) Validate() error {
 	if c.Disk && !slices.Contains(c.Modes, perf.ModeE2E) {
 		errs = append(errs, errors.New("compare: --disk runs at the e2e rate: add e2e to --workloads"))
 	}
+	if c.DiskBusy != 0 && !c.Disk {
+		errs = append(errs, errors.New("compare: --disk-busy runs the disk probe again with busy threads: add --disk"))
+	}
+	if c.DiskBusy < 0 || c.DiskBusy > 64 {
+		errs = append(errs, fmt.Errorf("compare: --disk-busy %d: want 0 to 64 threads (the machine's cores make every core wanted)", c.DiskBusy))
+	}
 	if c.E2ERate < 0 {
 		errs = append(errs, fmt.Errorf("compare: --e2e-rate %d: want 0 (half of the maximum) or a rate", c.E2ERate))
 	}
@@ -137,6 +149,9 @@ type Report struct {
 	Skipped []string `json:"skipped,omitempty"`
 	// Disk is the disk probe at the first system's e2e rate (Config.Disk).
 	Disk *perf.DiskResult `json:"disk,omitempty"`
+	// DiskBusy is the probe run again with Config.DiskBusy threads
+	// spinning beside its writer.
+	DiskBusy *perf.DiskResult `json:"disk_busy,omitempty"`
 	// DiskSystem is the system whose e2e rate the probe ran at.
 	DiskSystem string `json:"disk_system,omitempty"`
 	// Views are the tern servers' own figures of each e2e run.
@@ -235,7 +250,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // runDisk runs the disk probe at the first system's e2e byte rate, in
 // appends of 64 KiB (a produce request's worth at that rate), with the
-// workload's warm-up and duration.
+// workload's warm-up and duration; with Config.DiskBusy, once more with
+// that many threads spinning beside it.
 func runDisk(ctx context.Context, cfg Config, rep *Report) error {
 	rs := runsOf(rep.Runs, cfg.Systems[0], perf.ModeE2E)
 	if len(rs) == 0 {
@@ -258,6 +274,19 @@ func runDisk(ctx context.Context, cfg Config, rep *Report) error {
 		return fmt.Errorf("compare: %w", err)
 	}
 	rep.Disk, rep.DiskSystem = res, cfg.Systems[0]
+	if cfg.DiskBusy == 0 {
+		return nil
+	}
+	d.Busy = cfg.DiskBusy
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "== disk probe again, %s spinning beside it\n", perf.Threads(d.Busy))
+	}
+	if err := settle(ctx, cfg); err != nil {
+		return err
+	}
+	if rep.DiskBusy, err = perf.RunDisk(ctx, d); err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
 	return nil
 }
 

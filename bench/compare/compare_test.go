@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,7 @@ func TestCompareDisk(t *testing.T) {
 	cfg.Modes = []perf.Mode{perf.ModeE2E}
 	cfg.E2ERate = 8000 // 8000 256 B messages: 2 MB/s
 	cfg.Disk = true
+	cfg.DiskBusy = 1
 	rep := runTiny(t, cfg)
 	if rep.Disk == nil || rep.DiskSystem != "kfake" {
 		t.Fatalf("no disk probe for kfake: %+v", rep.Disk)
@@ -230,8 +232,16 @@ func TestCompareDisk(t *testing.T) {
 			t.Errorf("disk pattern %s measured nothing: %+v", p.Pattern, p)
 		}
 	}
+	if rep.Disk.Busy != 0 || rep.DiskBusy == nil || rep.DiskBusy.Busy != 1 || len(rep.DiskBusy.Patterns) != len(perf.DiskPatterns) {
+		t.Fatalf("want the probe idle, then again with one busy thread: %+v, %+v", rep.Disk, rep.DiskBusy)
+	}
+	for _, p := range rep.DiskBusy.Patterns {
+		if p.Appends == 0 || (runtime.GOOS == "linux" && p.BusyCores <= 0) {
+			t.Errorf("busy disk pattern %s: %d appends, the busy thread got %.2f cores", p.Pattern, p.Appends, p.BusyCores)
+		}
+	}
 	out := tables(t, rep)
-	for _, want := range []string{"the disk at kfake's e2e rate", "log+flush", "growing"} {
+	for _, want := range []string{"the disk at kfake's e2e rate", "log+flush", "growing", "with 1 thread spinning on the CPU", "busy cores"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tables lack %q:\n%s", want, out)
 		}
@@ -272,6 +282,19 @@ func TestValidate(t *testing.T) {
 	cfg.Disk = true
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "add e2e to --workloads") {
 		t.Errorf("--disk without e2e: got %v", err)
+	}
+	cfg = DefaultConfig()
+	cfg.DiskBusy = 2
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--disk-busy runs the disk probe again with busy threads: add --disk") {
+		t.Errorf("--disk-busy without --disk: got %v", err)
+	}
+	cfg.Disk, cfg.DiskBusy = true, -1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--disk-busy -1: want 0 to 64") {
+		t.Errorf("--disk-busy -1: got %v", err)
+	}
+	cfg.DiskBusy = 2
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("--disk --disk-busy 2: got %v", err)
 	}
 }
 

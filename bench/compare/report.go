@@ -184,6 +184,12 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			return err
 		}
 	}
+	if rep.DiskBusy != nil {
+		fmt.Fprintf(w, "\nthe same, with %s spinning on the CPU beside the probe's writer (the floor when the writer shares the cores with busy clients and servers)\n", perf.Threads(rep.DiskBusy.Busy))
+		if err := rep.DiskBusy.WriteTable(w); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs; client timer: how late a %v timer of the load generator's fired, which a stall of the machine or the client delays and one of the server does not\n", perf.TimerPeriod)
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "- "+n)

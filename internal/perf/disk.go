@@ -9,8 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -97,6 +99,13 @@ type DiskConfig struct {
 	// fdatasyncs, as tern's storage.group_commit_interval: appends that
 	// arrive sooner wait for the next. 0 starts each at once.
 	GroupCommitInterval time.Duration
+	// Busy is how many threads spin on the CPU beside the writer during
+	// each pattern's run, as a client and a server sharing the machine's
+	// cores keep them busy. The writer then waits for a core as a node's
+	// committer does under load: after its fdatasync returns, and when
+	// appends arrive. With as many spinning threads as cores the probe is
+	// the worst case, every core wanted all the time. 0 runs none.
+	Busy int
 	// Progress gets a line each second; nil discards them.
 	Progress io.Writer
 }
@@ -150,6 +159,9 @@ func (c DiskConfig) Validate() error {
 	if c.GroupCommitInterval < 0 || c.GroupCommitInterval > time.Second {
 		errs = append(errs, fmt.Errorf("disk probe: group commit interval %v: want 0 to 1s", c.GroupCommitInterval))
 	}
+	if c.Busy < 0 || c.Busy > 64 {
+		errs = append(errs, fmt.Errorf("disk probe: busy %d threads: want 0 to 64 (the machine's cores, %d, make every core wanted)", c.Busy, runtime.NumCPU()))
+	}
 	if c.SegmentFile < max(1<<20, int64(c.Record)) {
 		errs = append(errs, fmt.Errorf("disk probe: segment file %d B: want at least 1 MiB and one record", c.SegmentFile))
 	}
@@ -197,8 +209,12 @@ type DiskResult struct {
 	// the page cache (0: every page).
 	Cache int64 `json:"cache_bytes"`
 	// GroupCommitInterval is Config.GroupCommitInterval in milliseconds.
-	GroupCommitInterval float64             `json:"group_commit_interval_ms,omitempty"`
-	Patterns            []DiskPatternResult `json:"patterns"`
+	GroupCommitInterval float64 `json:"group_commit_interval_ms,omitempty"`
+	// Busy is Config.Busy: threads spinning beside the writer, on a
+	// machine of Cores cores.
+	Busy     int                 `json:"busy_threads,omitempty"`
+	Cores    int                 `json:"cores,omitempty"`
+	Patterns []DiskPatternResult `json:"patterns"`
 }
 
 // DiskPatternResult is one pattern's measured window.
@@ -217,6 +233,9 @@ type DiskPatternResult struct {
 	FlushMBps float64 `json:"flush_mb_s,omitempty"`
 	// Files is how many segment files DiskAllocated wrote into.
 	Files int `json:"files,omitempty"`
+	// BusyCores is the CPU the busy threads got over the pattern's run,
+	// in cores (their CPU time over the run's time), where it is known.
+	BusyCores float64 `json:"busy_cores,omitempty"`
 }
 
 // RunDisk runs each pattern in turn and reports their measured windows.
@@ -236,6 +255,10 @@ func RunDisk(ctx context.Context, cfg DiskConfig) (*DiskResult, error) {
 		Dir: cfg.Dir, Rate: float64(cfg.Rate) / 1e6, Record: cfg.Record,
 		Warmup: cfg.Warmup.Seconds(), Duration: cfg.Duration.Seconds(), Cache: cfg.Cache,
 		GroupCommitInterval: float64(cfg.GroupCommitInterval) / float64(time.Millisecond),
+		Busy:                cfg.Busy,
+	}
+	if cfg.Busy > 0 {
+		res.Cores = runtime.NumCPU()
 	}
 	// One buffer of random bytes (so no layer below can compress or skip
 	// them) is written over and over.
@@ -339,6 +362,7 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 			}
 		}
 	}
+	stopBusy := startBusy(cfg.Busy)
 	start := time.Now()
 	r.measureAt = start.Add(cfg.Warmup)
 	var wg sync.WaitGroup
@@ -355,6 +379,8 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 	r.mu.Unlock()
 	close(r.flush)
 	wg.Wait()
+	busyCPU := stopBusy()
+	wall := time.Since(start)
 	if r.mu.err != nil {
 		return nil, r.mu.err
 	}
@@ -375,8 +401,72 @@ func runDiskPattern(ctx context.Context, cfg DiskConfig, p DiskPattern, dir stri
 		Commit:    latencyOf(r.mu.commit),
 		Fdatasync: latencyOf(r.mu.fsync),
 		FlushMBps: float64(r.mu.flushed) / secs / 1e6,
+		BusyCores: busyCPU.Seconds() / wall.Seconds(),
 	}, nil
 }
+
+// startBusy starts n threads spinning on the CPU (Config.Busy) and returns
+// the function that stops them and gives the CPU time they got (0 where a
+// thread's CPU time is not known). GOMAXPROCS is raised by n meanwhile, so
+// the probe's own goroutines keep their processors and the spinning
+// threads compete with them in the kernel's scheduler, as another
+// process's threads do.
+func startBusy(n int) func() time.Duration {
+	if n == 0 {
+		return func() time.Duration { return 0 }
+	}
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + n)
+	var (
+		stop atomic.Bool
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		cpu  time.Duration
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			// The thread may have run other goroutines before.
+			before := threadCPU()
+			spin(&stop)
+			used := threadCPU() - before
+			mu.Lock()
+			cpu += used
+			mu.Unlock()
+		}()
+	}
+	return func() time.Duration {
+		stop.Store(true)
+		wg.Wait()
+		runtime.GOMAXPROCS(procs)
+		return cpu
+	}
+}
+
+// Threads says n threads in words ("1 thread", "2 threads").
+func Threads(n int) string {
+	if n == 1 {
+		return "1 thread"
+	}
+	return fmt.Sprintf("%d threads", n)
+}
+
+// spin keeps a core busy until stop is set.
+func spin(stop *atomic.Bool) {
+	x := uint64(1)
+	for !stop.Load() {
+		for range 1 << 14 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	spinSink.Store(x)
+}
+
+// spinSink keeps spin's arithmetic from being optimized away.
+var spinSink atomic.Uint64
 
 // prepare writes the whole log file once and makes it durable.
 func (r *diskRun) prepare(ctx context.Context, total int64) error {
@@ -715,18 +805,33 @@ func (res *DiskResult) WriteTable(w io.Writer) error {
 	if res.GroupCommitInterval > 0 {
 		cache += fmt.Sprintf(", fdatasyncs at least %g ms apart", res.GroupCommitInterval)
 	}
+	if res.Busy > 0 {
+		cache += fmt.Sprintf(", %s spinning beside it (%d cores)", Threads(res.Busy), res.Cores)
+	}
 	fmt.Fprintf(w, "disk probe in %s: %.1f MB/s in appends of %d B, one writer in group commits (write, fdatasync), %s, warm-up %gs, measured %gs\n",
 		res.Dir, res.Rate, res.Record, cache, res.Warmup, res.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pattern\tMB/s\tsyncs/s\tcommit p50 ms\tp99 ms\tp99.9 ms\tmax ms\tfdatasync p50 ms\tp99 ms\tmax ms\tflush MB/s\t")
+	head := "pattern\tMB/s\tsyncs/s\tcommit p50 ms\tp99 ms\tp99.9 ms\tmax ms\tfdatasync p50 ms\tp99 ms\tmax ms\tflush MB/s\t"
+	if res.Busy > 0 {
+		head += "busy cores\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, p := range res.Patterns {
 		flush := "-"
 		if p.Pattern == DiskLogFlush {
 			flush = fmt.Sprintf("%.1f", p.FlushMBps)
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t",
 			p.Pattern, p.MBps, float64(p.Syncs)/res.Duration, p.Commit.P50, p.Commit.P99, p.Commit.P999, p.Commit.Max,
 			p.Fdatasync.P50, p.Fdatasync.P99, p.Fdatasync.Max, flush)
+		if res.Busy > 0 {
+			busy := "-"
+			if p.BusyCores > 0 {
+				busy = fmt.Sprintf("%.2f", p.BusyCores)
+			}
+			fmt.Fprintf(tw, "%s\t", busy)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

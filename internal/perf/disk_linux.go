@@ -2,6 +2,7 @@ package perf
 
 import (
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,3 +31,12 @@ func allocateFile(f *os.File, n int64) error { return unix.Fallocate(int(f.Fd())
 // dropPages drops f's pages in [off, off+n) from the page cache (n 0: to
 // the end); the probe calls it on synced bytes only, which are clean.
 func dropPages(f *os.File, off, n int64) { _ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED) }
+
+// threadCPU is the CPU time the calling thread has used (user and system).
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -2,7 +2,10 @@
 
 package perf
 
-import "os"
+import (
+	"os"
+	"time"
+)
 
 // fdatasync makes f durable (elsewhere than Linux, with its metadata).
 func fdatasync(f *os.File) error { return f.Sync() }
@@ -18,3 +21,6 @@ func allocateFile(f *os.File, n int64) error { return f.Truncate(n) }
 
 // dropPages does nothing where fadvise is missing: every page stays.
 func dropPages(*os.File, int64, int64) {}
+
+// threadCPU is not known here: the busy threads' CPU is not reported.
+func threadCPU() time.Duration { return 0 }

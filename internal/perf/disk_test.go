@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,43 @@ func TestDiskProbeGroupCommitInterval(t *testing.T) {
 	}
 }
 
+// With busy threads, the probe runs them beside the writer for each
+// pattern, reports the cores they got, and gives GOMAXPROCS back.
+func TestDiskProbeBusy(t *testing.T) {
+	cfg := smallDiskConfig(t)
+	cfg.Patterns = []DiskPattern{DiskAllocated, DiskGrowing}
+	cfg.Busy = 2
+	procs := runtime.GOMAXPROCS(0)
+	res, err := RunDisk(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		t.Errorf("GOMAXPROCS %d after the probe, %d before", got, procs)
+	}
+	if res.Busy != 2 || res.Cores != runtime.NumCPU() {
+		t.Errorf("result says %d busy threads on %d cores", res.Busy, res.Cores)
+	}
+	want := int64(cfg.Duration.Seconds() * float64(cfg.Rate) / float64(cfg.Record))
+	for _, p := range res.Patterns {
+		if p.Appends < want-2 || p.Appends > want+2 {
+			t.Errorf("%s: %d appends measured, want %d", p.Pattern, p.Appends, want)
+		}
+		// Two spinning threads get a good part of a core however busy
+		// the machine is, and no more than all of its cores.
+		if runtime.GOOS == "linux" && (p.BusyCores < 0.2 || p.BusyCores > float64(runtime.NumCPU())+0.1) {
+			t.Errorf("%s: the busy threads got %.2f cores of %d", p.Pattern, p.BusyCores, runtime.NumCPU())
+		}
+	}
+	var table bytes.Buffer
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "2 threads spinning beside it") || !strings.Contains(table.String(), "busy cores") {
+		t.Errorf("the table does not say the busy threads:\n%s", table.String())
+	}
+}
+
 func TestDiskConfigErrorsSayWhatToChange(t *testing.T) {
 	for _, tc := range []struct {
 		change func(*DiskConfig)
@@ -141,6 +179,8 @@ func TestDiskConfigErrorsSayWhatToChange(t *testing.T) {
 		{func(c *DiskConfig) { c.SegmentFile = 512 << 10 }, "segment file 524288 B: want at least 1 MiB"},
 		{func(c *DiskConfig) { c.Settle = -time.Second }, "settle -1s: want 0 to 10m"},
 		{func(c *DiskConfig) { c.GroupCommitInterval = 2 * time.Second }, "group commit interval 2s: want 0 to 1s"},
+		{func(c *DiskConfig) { c.Busy = -1 }, "busy -1 threads: want 0 to 64"},
+		{func(c *DiskConfig) { c.Busy = 65 }, "busy 65 threads: want 0 to 64"},
 	} {
 		cfg := DefaultDiskConfig()
 		tc.change(&cfg)

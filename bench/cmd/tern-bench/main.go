@@ -128,6 +128,7 @@ two builds or two settings are compared in one run.`,
 	fl.StringVar(&cfg.TernBinary, "tern", "", "a tern `binary` whose serve runs tern's systems, so the product itself is measured, not the server built into tern-bench")
 	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause before each e2e run and disk pattern, so the disk finishes with the files the runs before removed (0: none)")
 	fl.BoolVar(&cfg.Disk, "disk", false, "also time the disk under --dir at the first system's e2e rate (tern bench disk), with no server running")
+	fl.IntVar(&cfg.DiskBusy, "disk-busy", 0, "with --disk, time the disk again with this many threads spinning on the CPU beside the probe (the machine's cores: every core wanted, as clients and servers here want them)")
 	fl.BoolVar(&asJSON, "json", false, "print every run as JSON instead of the tables")
 	w := &cfg.Workload
 	fl.IntVar(&w.MessageSize, "size", w.MessageSize, "message payload size in bytes")

@@ -44,6 +44,12 @@ cache after each fdatasync, as tern's storage.segment_cache does. With
 with tern's storage.group_commit_interval: compare syncs/s and commit
 latency with and without it before setting it.
 
+With --busy N, N threads spin on the CPU beside the writer, as a client
+and a server sharing the machine's cores keep them busy: the writer then
+waits for a core after each fdatasync, as a node's committer does under
+load. --busy as many as the machine's cores is the worst case; the table
+gives the cores the spinning threads got.
+
 Commit latency is from an append's due time to the end of its fdatasync:
 the floor under a produce request's latency on this disk. The probe
 writes about rate x (warm-up + duration) bytes per pattern and removes
@@ -90,6 +96,7 @@ its files afterwards.`,
 	fl.Int64Var(&cacheMiB, "cache", cfg.Cache>>20, "MiB of the newest appends kept in the page cache; older pages are dropped (as tern's storage.segment_cache, whose auto is a sixteenth of memory; 0 keeps every page)")
 	fl.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between patterns, and between preparing the log file and writing into it, so the machine finishes with what was removed or dropped before")
 	fl.DurationVar(&cfg.GroupCommitInterval, "group-commit-interval", 0, "least time between the starts of two fdatasyncs (tern's storage.group_commit_interval; 0: each at once)")
+	fl.IntVar(&cfg.Busy, "busy", 0, "threads spinning on the CPU beside the writer (a machine's cores shared with clients and a server); 0: none")
 	fl.StringVar(&patterns, "patterns", "log,allocated,growing,log+flush", "patterns to run, comma separated")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON (progress lines go to stderr)")
 	return c
