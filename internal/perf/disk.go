@@ -420,8 +420,7 @@ func startBusy(n int) func() time.Duration {
 	var (
 		stop atomic.Bool
 		wg   sync.WaitGroup
-		mu   sync.Mutex
-		cpu  time.Duration
+		cpu  atomic.Int64 // nanoseconds
 	)
 	for range n {
 		wg.Add(1)
@@ -432,17 +431,14 @@ func startBusy(n int) func() time.Duration {
 			// The thread may have run other goroutines before.
 			before := threadCPU()
 			spin(&stop)
-			used := threadCPU() - before
-			mu.Lock()
-			cpu += used
-			mu.Unlock()
+			cpu.Add(int64(threadCPU() - before))
 		}()
 	}
 	return func() time.Duration {
 		stop.Store(true)
 		wg.Wait()
 		runtime.GOMAXPROCS(procs)
-		return cpu
+		return time.Duration(cpu.Load())
 	}
 }
 
