@@ -279,7 +279,7 @@ func runDisk(ctx context.Context, cfg Config, rep *Report) error {
 	}
 	d.Busy = cfg.DiskBusy
 	if cfg.Progress != nil {
-		fmt.Fprintf(cfg.Progress, "== disk probe again, %s spinning beside it\n", perf.Threads(d.Busy))
+		fmt.Fprintf(cfg.Progress, "== disk probe again, %s spinning beside it\n", perf.Count(d.Busy, "thread"))
 	}
 	if err := settle(ctx, cfg); err != nil {
 		return err

@@ -96,8 +96,9 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			break
 		}
 	}
-	fmt.Fprintf(w, "\ntern-bench compare: %d B messages, %d partitions, %d producers, %d consumers, %d rounds, warm-up %.0fs, measured %s\n",
-		first.MessageSize, first.Partitions, first.Producers, max(first.Consumers, 1), rep.Rounds, first.WarmupSeconds, measured)
+	fmt.Fprintf(w, "\ntern-bench compare: %d B messages, %s, %s, %s, %s, warm-up %.0fs, measured %s\n",
+		first.MessageSize, perf.Count(first.Partitions, "partition"), perf.Count(first.Producers, "producer"),
+		perf.Count(max(first.Consumers, 1), "consumer"), perf.Count(rep.Rounds, "round"), first.WarmupSeconds, measured)
 	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
 		rep.LoadStart[0], rep.LoadStart[1], rep.LoadStart[2], rep.LoadEnd[0], rep.LoadEnd[1], rep.LoadEnd[2])
 	perf.WriteSpeed(w, rep.SpeedStart, rep.SpeedEnd)
@@ -185,7 +186,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		}
 	}
 	if rep.DiskBusy != nil {
-		fmt.Fprintf(w, "\nthe same, with %s spinning on the CPU beside the probe's writer (the floor when the writer shares the cores with busy clients and servers)\n", perf.Threads(rep.DiskBusy.Busy))
+		fmt.Fprintf(w, "\nthe same, with %s spinning on the CPU beside the probe's writer (the floor when the writer shares the cores with busy clients and servers)\n", perf.Count(rep.DiskBusy.Busy, "thread"))
 		if err := rep.DiskBusy.WriteTable(w); err != nil {
 			return err
 		}

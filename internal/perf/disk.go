@@ -442,14 +442,6 @@ func startBusy(n int) func() time.Duration {
 	}
 }
 
-// Threads says n threads in words ("1 thread", "2 threads").
-func Threads(n int) string {
-	if n == 1 {
-		return "1 thread"
-	}
-	return fmt.Sprintf("%d threads", n)
-}
-
 // spin keeps a core busy until stop is set.
 func spin(stop *atomic.Bool) {
 	x := uint64(1)
@@ -802,7 +794,7 @@ func (res *DiskResult) WriteTable(w io.Writer) error {
 		cache += fmt.Sprintf(", fdatasyncs at least %g ms apart", res.GroupCommitInterval)
 	}
 	if res.Busy > 0 {
-		cache += fmt.Sprintf(", %s spinning beside it (%d cores)", Threads(res.Busy), res.Cores)
+		cache += fmt.Sprintf(", %s spinning beside it (%d cores)", Count(res.Busy, "thread"), res.Cores)
 	}
 	fmt.Fprintf(w, "disk probe in %s: %.1f MB/s in appends of %d B, one writer in group commits (write, fdatasync), %s, warm-up %gs, measured %gs\n",
 		res.Dir, res.Rate, res.Record, cache, res.Warmup, res.Duration)

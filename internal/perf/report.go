@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -229,14 +230,24 @@ func (res *Result) WriteJSON(w io.Writer) error {
 	return enc.Encode(res)
 }
 
+// Count says n of a thing in words: Count(1, "thread") is "1 thread",
+// Count(2, "thread") "2 threads".
+func Count(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + one + "s"
+}
+
 // WriteTable writes the result as the final table.
 func (res *Result) WriteTable(w io.Writer) error {
 	rate := "max"
 	if res.Rate > 0 {
 		rate = fmt.Sprintf("%d msg/s", res.Rate)
 	}
-	fmt.Fprintf(w, "\n%s %s: %d B messages, %d partitions, %d producers, %d consumers, rate %s, warm-up %.0fs, measured %.1fs\n",
-		res.Label, res.Mode, res.MessageSize, res.Partitions, res.Producers, res.Consumers, rate, res.WarmupSeconds, res.Seconds)
+	fmt.Fprintf(w, "\n%s %s: %d B messages, %s, %s, %s, rate %s, warm-up %.0fs, measured %.1fs\n",
+		res.Label, res.Mode, res.MessageSize, Count(res.Partitions, "partition"), Count(res.Producers, "producer"),
+		Count(res.Consumers, "consumer"), rate, res.WarmupSeconds, res.Seconds)
 	fmt.Fprintf(w, "load average: start %.2f %.2f %.2f, end %.2f %.2f %.2f\n",
 		res.LoadStart[0], res.LoadStart[1], res.LoadStart[2], res.LoadEnd[0], res.LoadEnd[1], res.LoadEnd[2])
 	WriteSpeed(w, res.SpeedStart, res.SpeedEnd)

@@ -97,7 +97,7 @@ func RunWorkloads(t *testing.T, d perf.Driver, o Options) {
 			if err := res.WriteTable(&table); err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"msgs/s", "p99.9 ms", "load average"} {
+			for _, want := range []string{"2 partitions, 1 producer,", "msgs/s", "p99.9 ms", "load average"} {
 				if !strings.Contains(table.String(), want) {
 					t.Errorf("table lacks %q:\n%s", want, table.String())
 				}
