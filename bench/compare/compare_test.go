@@ -70,7 +70,7 @@ func TestCompareTiny(t *testing.T) {
 	if len(views) != 2 {
 		t.Errorf("server views of %d systems, want tern's two: %+v", len(views), rep.Views)
 	}
-	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "machine speed (CRC-32C of a cached MiB): start ", "server disk reads in the window (MB per round): tern/kafka ", "server anonymous memory peak (MiB per round): tern/kafka ", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
+	for _, want := range []string{"produce, as fast as possible", "consume a backlog", "end-to-end at a fixed rate", "tern/kafka / this", "tern/websocket", "kfake", "jetstream", "load average", "machine speed (CRC-32C of a cached MiB): start ", "server disk reads in the window (MB per round): tern/kafka ", "server anonymous memory peak (MiB per round): tern/kafka ", "machine busy/iowait/steal % in the window (per round): tern/kafka ", "server p99 by phase", "tern/kafka round 1: Produce receive <="} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tables lack %q:\n%s", want, out)
 		}
@@ -336,6 +336,54 @@ func TestReportGivesTheClientTimer(t *testing.T) {
 	want := "client timer late (p99/max ms per round): a 4.6/13.5, 9.3/44.7; b 0.5/1.0, 0.8/2.2"
 	if !strings.Contains(out, want) {
 		t.Errorf("report lacks %q:\n%s", want, out)
+	}
+}
+
+// Each mode's table gives the median share of the machine's cores busy in
+// the windows, and a line gives each round's busy, iowait and steal.
+func TestReportGivesTheMachineCPU(t *testing.T) {
+	run := func(label string, busy, iowait, steal float64) *perf.Result {
+		r := &perf.Result{Label: label, Mode: perf.ModeProduce, WarmupSeconds: 2, Seconds: 10,
+			Publish: &perf.Figures{Messages: 10000, MsgsPerSec: 1000}}
+		if busy >= 0 {
+			r.Machine = &perf.MachineCPU{Cores: 2, Busy: busy, IOWait: iowait, Steal: steal, Idle: 1 - busy - iowait - steal}
+		}
+		return r
+	}
+	rep := &Report{Systems: []string{"a", "b"}, Rounds: 2, Runs: []*perf.Result{
+		run("a", 0.881, 0.10, 0.08), run("b", -1, 0, 0), run("a", 0.70, 0.05, 0.02), run("b", -1, 0, 0),
+	}}
+	out := tables(t, rep)
+	want := "machine busy/iowait/steal % in the window (per round): a 88/10/8, 70/5/2"
+	if !strings.Contains(out, want) {
+		t.Errorf("report lacks %q:\n%s", want, out)
+	}
+	// The median of 88.1 and 70 is 79; b's runs say nothing.
+	lines := strings.Split(out, "\n")
+	var header, rowA, rowB string
+	for _, l := range lines {
+		switch f := strings.Fields(l); {
+		case len(f) > 0 && f[0] == "system":
+			header = l
+		case len(f) > 0 && f[0] == "a":
+			rowA = l
+		case len(f) > 0 && f[0] == "b":
+			rowB = l
+		}
+	}
+	// The columns are right-aligned: a cell ends where its header does.
+	end := strings.Index(header, "busy %") + len("busy %")
+	if end < len("busy %") {
+		t.Fatalf("no busy %% column:\n%s", out)
+	}
+	if len(rowA) < end || len(rowB) < end {
+		t.Fatalf("rows shorter than the header:\n%s", out)
+	}
+	if got := strings.Fields(rowA[:end]); got[len(got)-1] != "79" {
+		t.Errorf("a's busy cell %q, want 79:\n%s", got[len(got)-1], out)
+	}
+	if got := strings.Fields(rowB[:end]); got[len(got)-1] != "-" {
+		t.Errorf("b's busy cell %q, want -:\n%s", got[len(got)-1], out)
 	}
 }
 

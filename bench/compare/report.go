@@ -115,7 +115,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 		}[m]
 		fmt.Fprintf(w, "\n%s\n", what)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "system\tmsgs/s\trange\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tRSS peak MiB\tCPU us/msg\tclient CPU\tload\t%s / this\tper round\t\n", base)
+		fmt.Fprintf(tw, "system\tmsgs/s\trange\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tRSS peak MiB\tCPU us/msg\tclient CPU\tload\tbusy %%\t%s / this\tper round\t\n", base)
 		baseRuns := runsOf(rep.Runs, base, m)
 		for _, s := range rep.Systems {
 			rs := runsOf(rep.Runs, s, m)
@@ -151,7 +151,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			})
 			load := collect(rs, func(r *perf.Result) float64 { return (r.LoadStart[0] + r.LoadEnd[0]) / 2 })
 			ccpu := collect(rs, func(r *perf.Result) float64 { return r.ClientCPUPerMsg })
-			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%.1f\t", slices.Max(rss), median(cpu), median(ccpu), median(load))
+			fmt.Fprintf(tw, "%.0f\t%.1f\t%.1f\t%.1f\t%s\t", slices.Max(rss), median(cpu), median(ccpu), median(load), busyCell(rs))
 			if s == base || len(baseRuns) == 0 {
 				fmt.Fprint(tw, "-\t-\t\n")
 				continue
@@ -167,6 +167,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			return err
 		}
 		fmt.Fprint(w, timerLine(rep, m))
+		fmt.Fprint(w, machineLine(rep, m))
 		fmt.Fprint(w, diskReadLine(rep, m))
 		fmt.Fprint(w, anonLine(rep, m))
 		fmt.Fprint(w, speedLine(rep, m))
@@ -204,6 +205,35 @@ func (rep *Report) WriteTables(w io.Writer) error {
 // timerLine says, per system, how late the load generator's own timer
 // fired in each round's window (p99/max): where a system's latencies rose
 // and the timer kept time, the stall was the server's; "" if no run says.
+// busyCell is the median share of the machine's cores busy in the runs'
+// windows, in percent; "-" if no run says.
+func busyCell(rs []*perf.Result) string {
+	var busy []float64
+	for _, r := range rs {
+		if r.Machine != nil {
+			busy = append(busy, r.Machine.Busy*100)
+		}
+	}
+	if len(busy) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", median(busy))
+}
+
+// machineLine says, per system, how the machine's cores were spent in
+// each round's window (busy/iowait/steal, percent of all cores' time):
+// near 100 % busy, the clients and the server queue for a core; "" if no
+// run says.
+func machineLine(rep *Report, m perf.Mode) string {
+	return roundsLine(rep, m, "machine busy/iowait/steal % in the window (per round)", func(r *perf.Result) (string, bool) {
+		c := r.Machine
+		if c == nil {
+			return "", false
+		}
+		return fmt.Sprintf("%.0f/%.0f/%.0f", c.Busy*100, c.IOWait*100, c.Steal*100), true
+	})
+}
+
 func timerLine(rep *Report, m perf.Mode) string {
 	return roundsLine(rep, m, "client timer late (p99/max ms per round)", func(r *perf.Result) (string, bool) {
 		l := r.ClientTimerLate
@@ -214,9 +244,6 @@ func timerLine(rep *Report, m perf.Mode) string {
 	})
 }
 
-// diskReadLine says, per system, how much each round's server read from
-// the disk in the window (MB): a consumer reading from the disk what it
-// could have read from memory; "" if no run says.
 // anonLine says, per system, the anonymous part of the server's resident
 // peak in each round (MiB): the RSS peak also counts the pages of the
 // binary it maps, which vary from build to build; "" if no run says.
@@ -229,6 +256,9 @@ func anonLine(rep *Report, m perf.Mode) string {
 	})
 }
 
+// diskReadLine says, per system, how much each round's server read from
+// the disk in the window (MB): a consumer reading from the disk what it
+// could have read from memory; "" if no run says.
 func diskReadLine(rep *Report, m perf.Mode) string {
 	return roundsLine(rep, m, "server disk reads in the window (MB per round)", func(r *perf.Result) (string, bool) {
 		if r.Server == nil || r.Server.DiskReadBytes == nil {

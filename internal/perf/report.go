@@ -67,6 +67,9 @@ type Result struct {
 	// the load generator shows in it as well as in the latencies, one of
 	// the system under test only in the latencies.
 	ClientTimerLate *Latency `json:"client_timer_late,omitempty"`
+	// Machine is how the machine's cores were spent in the window, where
+	// /proc/stat tells.
+	Machine *MachineCPU `json:"machine_cpu,omitempty"`
 
 	Errors int64 `json:"errors"`
 }
@@ -294,6 +297,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "client: CPU %.1f us/msg, GOGC %d\n", res.ClientCPUPerMsg, res.ClientGOGC)
+	if m := res.Machine; m != nil {
+		fmt.Fprintf(w, "machine in the window: %s\n", m)
+	}
 	if l := res.ClientTimerLate; l != nil {
 		fmt.Fprintf(w, "client timer (every %v) late by p50 %.2f, p99 %.2f, max %.2f ms: stalls of the machine or the client show here too, the server's do not\n",
 			TimerPeriod, l.P50, l.P99, l.Max)

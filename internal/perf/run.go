@@ -102,6 +102,8 @@ type run struct {
 
 	windowStart, windowEnd time.Time
 	clientCPU              float64 // seconds of this process's CPU in the window
+	machineStart           cpuTicks
+	machineOK              bool // machineStart was read
 	probe                  struct {
 		mu        sync.Mutex
 		rssPeak   int64
@@ -445,6 +447,7 @@ func (r *run) dueBy(t time.Time) int64 {
 func (r *run) open(ctx context.Context) {
 	r.windowStart = time.Now()
 	r.clientCPU = selfCPU()
+	r.machineStart, r.machineOK = readCPUTicks()
 	r.sampleServer(ctx, true)
 	for _, rec := range []*recorder{r.pub, r.con, r.late} {
 		rec.from.Store(stamp(r.windowStart))
@@ -470,6 +473,9 @@ func (r *run) measure(ctx context.Context, early <-chan struct{}) error {
 		rec.to.Store(stamp(r.windowEnd))
 	}
 	r.clientCPU = selfCPU() - r.clientCPU
+	if end, ok := readCPUTicks(); ok && r.machineOK {
+		r.res.Machine = machineSince(r.machineStart, end)
+	}
 	r.phase.Store("drain")
 	r.sampleServer(ctx, false)
 	return err

@@ -3,6 +3,7 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -93,11 +94,22 @@ func RunWorkloads(t *testing.T, d perf.Driver, o Options) {
 			if mode != perf.ModeConsume && !strings.Contains(progress.String(), d.Name()+" | pub") {
 				t.Errorf("no progress line:\n%s", progress.String())
 			}
+			// Where /proc/stat tells, the window says how busy the machine
+			// was: the run itself kept it busy.
+			if runtime.GOOS == "linux" {
+				if m := res.Machine; m == nil || m.Busy <= 0 || m.Busy > 1 || m.Cores < 1 {
+					t.Errorf("machine figures %+v: want a busy share in (0, 1]", m)
+				}
+			}
 			var table bytes.Buffer
 			if err := res.WriteTable(&table); err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"2 partitions, 1 producer,", "msgs/s", "p99.9 ms", "load average"} {
+			wants := []string{"2 partitions, 1 producer,", "msgs/s", "p99.9 ms", "load average"}
+			if res.Machine != nil {
+				wants = append(wants, "machine in the window: ")
+			}
+			for _, want := range wants {
 				if !strings.Contains(table.String(), want) {
 					t.Errorf("table lacks %q:\n%s", want, table.String())
 				}
