@@ -354,9 +354,10 @@ func TestReportGivesTheMachineCPU(t *testing.T) {
 		run("a", 0.881, 0.10, 0.08), run("b", -1, 0, 0), run("a", 0.70, 0.05, 0.02), run("b", -1, 0, 0),
 	}}
 	out := tables(t, rep)
-	want := "machine busy/iowait/steal % in the window (per round): a 88/10/8, 70/5/2"
-	if !strings.Contains(out, want) {
-		t.Errorf("report lacks %q:\n%s", want, out)
+	for _, want := range []string{"machine busy/iowait/steal % in the window (per round): a 88/10/8, 70/5/2", "; busy %: median share of all the machine's cores"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
 	}
 	// The median of 88.1 and 70 is 79; b's runs say nothing.
 	lines := strings.Split(out, "\n")

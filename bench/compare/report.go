@@ -192,7 +192,7 @@ func (rep *Report) WriteTables(w io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs; client timer: how late a %v timer of the load generator's fired, which a stall of the machine or the client delays and one of the server does not\n", perf.TimerPeriod)
+	fmt.Fprintf(w, "\nRSS peak: the server process's highest resident set over the rounds; CPU: server CPU time per message in the window (us); client CPU: the load generator's and client library's, per message; load: mean 1-minute load average of the runs; busy %%: median share of all the machine's cores busy in the windows (user, system and interrupts; iowait, steal and idle are the rest); client timer: how late a %v timer of the load generator's fired, which a stall of the machine or the client delays and one of the server does not\n", perf.TimerPeriod)
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "- "+n)
 	}
