@@ -56,6 +56,21 @@ func TestPulsarAdminTenantsNamespacesTopics(t *testing.T) {
 	if !slices.Equal(nss, []string{"acme/orders"}) {
 		t.Fatalf("namespaces %v", nss)
 	}
+	// A policy never set reads as Pulsar's broker answers it: retention as
+	// {}, a value policy as null.
+	policy := func(name string) string {
+		t.Helper()
+		code, out := httpJSON(t, "GET", n.HTTPURL()+"/admin/v2/namespaces/acme/orders/"+name, nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", name, code, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for name, want := range map[string]string{"retention": "{}", "messageTTL": "null", "deduplication": "null", "backlogQuotaMap": "{}"} {
+		if got := policy(name); got != want {
+			t.Errorf("%s never set: %s, want %s", name, got, want)
+		}
+	}
 	must(t, a.Namespaces().SetRetention("acme/orders", utils.RetentionPolicies{RetentionTimeInMinutes: 60, RetentionSizeInMB: 100}))
 	ret, err := a.Namespaces().GetRetention("acme/orders")
 	must(t, err)
@@ -67,6 +82,13 @@ func TestPulsarAdminTenantsNamespacesTopics(t *testing.T) {
 		t.Fatalf("ttl %d %v", ttl, err)
 	}
 	must(t, a.Namespaces().SetDeduplicationStatus("acme/orders", true))
+	if got := policy("deduplication"); got != "true" {
+		t.Errorf("deduplication after setting it: %s", got)
+	}
+	must(t, a.Namespaces().RemoveNamespaceMessageTTL("acme/orders"))
+	if got := policy("messageTTL"); got != "null" {
+		t.Errorf("messageTTL after removing it: %s, want null", got)
+	}
 	must(t, a.Namespaces().SetBacklogQuota("acme/orders", utils.BacklogQuota{LimitSize: 1 << 30, LimitTime: -1, Policy: utils.ProducerException}, utils.DestinationStorage))
 	quotas, err := a.Namespaces().GetBacklogQuotaMap("acme/orders")
 	must(t, err)

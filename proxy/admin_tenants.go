@@ -117,69 +117,45 @@ func (n *Node) tenantRoutes(h routeFunc) {
 	n.policyRoutes(h)
 }
 
+// nsPolicy is one namespace policy's admin routes: GET gives it, POST sets
+// it from the request, DELETE clears it; a nil function has no route.
+type nsPolicy struct {
+	name  string
+	get   func(p *Policies) any
+	set   func(r *http.Request, p *Policies) error
+	clear func(r *http.Request, p *Policies) error
+}
+
+// valuePolicy is a policy held as one optional value: GET gives it, or
+// unset while it has none; POST sets it from the JSON body; DELETE clears
+// it.
+func valuePolicy[T any](name string, field func(*Policies) **T, unset any) nsPolicy {
+	return nsPolicy{
+		name: name,
+		get: func(p *Policies) any {
+			if v := *field(p); v != nil {
+				return v
+			}
+			return unset
+		},
+		set: func(r *http.Request, p *Policies) error {
+			var v T
+			if err := readJSON(r, &v); err != nil {
+				return err
+			}
+			*field(p) = &v
+			return nil
+		},
+		clear: func(_ *http.Request, p *Policies) error { *field(p) = nil; return nil },
+	}
+}
+
 // policyRoutes serves the namespace policies tern honours or stores.
 func (n *Node) policyRoutes(h routeFunc) {
-	type policy struct {
-		name  string
-		get   func(p *Policies) any
-		set   func(r *http.Request, p *Policies) error
-		clear func(r *http.Request, p *Policies) error
-	}
-	policies := []policy{
-		{
-			name: "retention",
-			get: func(p *Policies) any {
-				if p.Retention == nil {
-					return map[string]any{}
-				}
-				return p.Retention
-			},
-			set: func(r *http.Request, p *Policies) error {
-				var rp RetentionPolicy
-				if err := readJSON(r, &rp); err != nil {
-					return err
-				}
-				p.Retention = &rp
-				return nil
-			},
-			clear: func(r *http.Request, p *Policies) error { p.Retention = nil; return nil },
-		},
-		{
-			name: "messageTTL",
-			get: func(p *Policies) any {
-				if p.MessageTTLSeconds == nil {
-					return nil
-				}
-				return *p.MessageTTLSeconds
-			},
-			set: func(r *http.Request, p *Policies) error {
-				var v int64
-				if err := readJSON(r, &v); err != nil {
-					return err
-				}
-				p.MessageTTLSeconds = &v
-				return nil
-			},
-			clear: func(r *http.Request, p *Policies) error { p.MessageTTLSeconds = nil; return nil },
-		},
-		{
-			name: "deduplication",
-			get: func(p *Policies) any {
-				if p.Deduplication == nil {
-					return nil
-				}
-				return *p.Deduplication
-			},
-			set: func(r *http.Request, p *Policies) error {
-				var v bool
-				if err := readJSON(r, &v); err != nil {
-					return err
-				}
-				p.Deduplication = &v
-				return nil
-			},
-			clear: func(r *http.Request, p *Policies) error { p.Deduplication = nil; return nil },
-		},
+	policies := []nsPolicy{
+		valuePolicy("retention", func(p *Policies) **RetentionPolicy { return &p.Retention }, map[string]any{}),
+		valuePolicy("messageTTL", func(p *Policies) **int64 { return &p.MessageTTLSeconds }, nil),
+		valuePolicy("deduplication", func(p *Policies) **bool { return &p.Deduplication }, nil),
 		{
 			name: "backlogQuota",
 			set: func(r *http.Request, p *Policies) error {
