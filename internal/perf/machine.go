@@ -77,8 +77,15 @@ func parseCPUTicks(r io.Reader) (cpuTicks, bool) {
 	return t, found && t.cores > 0
 }
 
+// minMachineTicks is the fewest clock ticks (10 ms of one core each, as
+// Linux counts them) a window's shares are given for: the kernel charges
+// each tick whole to what its core was doing when it came, so fewer say
+// little.
+const minMachineTicks = 100
+
 // machineSince is the share of each use of the cores from a to b; nil
-// if no time passed between them or a counter went back.
+// if fewer than minMachineTicks passed between them or a counter went
+// back.
 func machineSince(a, b cpuTicks) *MachineCPU {
 	d := func(x, y uint64) (float64, bool) { return float64(y - x), y >= x }
 	user, ok1 := d(a.user+a.nice, b.user+b.nice)
@@ -88,7 +95,7 @@ func machineSince(a, b cpuTicks) *MachineCPU {
 	steal, ok5 := d(a.steal, b.steal)
 	idle, ok6 := d(a.idle, b.idle)
 	total := user + sys + irq + iow + steal + idle
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || total == 0 {
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || total < minMachineTicks {
 		return nil
 	}
 	m := &MachineCPU{

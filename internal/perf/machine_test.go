@@ -51,6 +51,16 @@ func TestMachineCPUShares(t *testing.T) {
 	if machineSince(a, a) != nil {
 		t.Error("figures for a window of no ticks")
 	}
+	short := a
+	short.user += 50
+	short.idle += 49
+	if m := machineSince(a, short); m != nil {
+		t.Errorf("figures for a window of 99 ticks: %+v", m)
+	}
+	short.idle++
+	if m := machineSince(a, short); m == nil || m.Busy != 0.5 {
+		t.Errorf("a window of 100 ticks, half of them busy: %+v", m)
+	}
 	if machineSince(b, a) != nil {
 		t.Error("figures from counters that went back")
 	}
