@@ -81,7 +81,7 @@ func parseCPUTicks(r io.Reader) (cpuTicks, bool) {
 // Linux counts them) a window's shares are given for: the kernel charges
 // each tick whole to what its core was doing when it came, so fewer say
 // little.
-const minMachineTicks = 100
+const minMachineTicks = 50
 
 // machineSince is the share of each use of the cores from a to b; nil
 // if fewer than minMachineTicks passed between them or a counter went

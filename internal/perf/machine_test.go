@@ -52,14 +52,14 @@ func TestMachineCPUShares(t *testing.T) {
 		t.Error("figures for a window of no ticks")
 	}
 	short := a
-	short.user += 50
-	short.idle += 49
+	short.user += 25
+	short.idle += 24
 	if m := machineSince(a, short); m != nil {
-		t.Errorf("figures for a window of 99 ticks: %+v", m)
+		t.Errorf("figures for a window of 49 ticks: %+v", m)
 	}
 	short.idle++
 	if m := machineSince(a, short); m == nil || m.Busy != 0.5 {
-		t.Errorf("a window of 100 ticks, half of them busy: %+v", m)
+		t.Errorf("a window of 50 ticks, half of them busy: %+v", m)
 	}
 	if machineSince(b, a) != nil {
 		t.Error("figures from counters that went back")
