@@ -202,9 +202,6 @@ func (rep *Report) WriteTables(w io.Writer) error {
 	return nil
 }
 
-// timerLine says, per system, how late the load generator's own timer
-// fired in each round's window (p99/max): where a system's latencies rose
-// and the timer kept time, the stall was the server's; "" if no run says.
 // busyCell is the median share of the machine's cores busy in the runs'
 // windows, in percent; "-" if no run says.
 func busyCell(rs []*perf.Result) string {
@@ -234,6 +231,9 @@ func machineLine(rep *Report, m perf.Mode) string {
 	})
 }
 
+// timerLine says, per system, how late the load generator's own timer
+// fired in each round's window (p99/max): where a system's latencies rose
+// and the timer kept time, the stall was the server's; "" if no run says.
 func timerLine(rep *Report, m perf.Mode) string {
 	return roundsLine(rep, m, "client timer late (p99/max ms per round)", func(r *perf.Result) (string, bool) {
 		l := r.ClientTimerLate
