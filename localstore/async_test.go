@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,5 +250,71 @@ func TestAppendCommitCountsEachAppendsWait(t *testing.T) {
 	}
 	if m.AppendCommit.Sum < m.SegmentFsync.Sum {
 		t.Errorf("append commits took %.3fs in all, less than the %.3fs of the fdatasyncs they waited for", m.AppendCommit.Sum, m.SegmentFsync.Sum)
+	}
+}
+
+// walSyncFS counts the syncs of pebble's WAL files that have returned.
+type walSyncFS struct {
+	vfs.FS
+	syncs *atomic.Int64
+}
+
+func (fs walSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return walSyncFile{f, fs.syncs}, nil
+}
+
+type walSyncFile struct {
+	vfs.File
+	syncs *atomic.Int64
+}
+
+func (f walSyncFile) Sync() error {
+	defer f.syncs.Add(1)
+	return f.File.Sync()
+}
+
+func (f walSyncFile) SyncData() error {
+	defer f.syncs.Add(1)
+	return f.File.SyncData()
+}
+
+// Async appends kept in pebble reach its WAL durably one AsyncSyncInterval
+// after the first of them, each time writes resume after a quiet spell:
+// the sync loop sleeps while nothing is unsynced and must wake for the
+// next write. A crash after the sync keeps every append before it.
+func TestAsyncAppendsReachTheWALAfterQuiet(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fs := walSyncFS{FS: mem, syncs: new(atomic.Int64)}
+	cfg := memConfig(fs)
+	cfg.InlineEntries = true
+	cfg.AsyncSyncInterval = 20 * time.Millisecond
+	s, pid := openTopic(t, cfg, "quiet")
+	for round := range 3 {
+		before := fs.syncs.Load()
+		e := makeEntry(t, fmt.Sprint("round", round), 1, 100, int64(round))
+		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: e, Durability: DurabilityAsync}); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); fs.syncs.Load() == before; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no WAL sync within 10s of an async append (interval 20ms)", round)
+			}
+		}
+		crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+		cfg2 := memConfig(crashed)
+		cfg2.InlineEntries = true
+		s2 := openTest(t, cfg2)
+		if got := readAll(t, s2, pid); len(got) != round+1 {
+			t.Fatalf("round %d: a crash after the interval's sync kept %d entries, want %d", round, len(got), round+1)
+		}
+		if err := s2.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// Quiet for several intervals before the next round.
+		time.Sleep(5 * cfg.AsyncSyncInterval)
 	}
 }

@@ -213,7 +213,7 @@ func (s *Store) walStage(groups <-chan commitGroup) {
 				// Appends made durable in segments reach pebble's WAL
 				// at the next sync (AsyncSyncInterval), which bounds
 				// what replay has to read after a crash.
-				s.unsynced.Store(true)
+				s.markUnsynced()
 			}
 			if err != nil {
 				s.fail(err)

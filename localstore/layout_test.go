@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // fillFlushes appends perFlush entries of 16 x 16 KiB to a fresh topic
@@ -81,5 +84,31 @@ func TestCompactionKeepsBlobValues(t *testing.T) {
 	if n := total.BlobBytesCompacted - total.BlobBytesFlushed; n != 0 {
 		t.Errorf("compacting %d flushes copied %d bytes of values into new blob files", flushes, n)
 	}
+	checkEntries(t, s, pid, flushes, perFlush)
+}
+
+// TestCompactionsRunUnasked: flushes past L0CompactionThreshold are
+// compacted without a manual compaction, each waiting compaction granted
+// when the one before is done (the store's scheduler has no periodic
+// granting), until L0 is back under the threshold.
+func TestCompactionsRunUnasked(t *testing.T) {
+	const flushes, perFlush = 12, 2 // 512 KiB a flush
+	s := openTest(t, Config{MemTableSize: 8 << 20, InlineEntries: true})
+	pid := fillFlushes(t, s, flushes, perFlush, false)
+	var m *pebble.Metrics
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		m = s.db.Metrics()
+		if m.Levels[0].TablesCount < 4 && m.Compact.NumInProgress == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("L0 still has %d sstables (%d compactions done, %d running) 20s after %d flushes",
+				m.Levels[0].TablesCount, m.Compact.Count, m.Compact.NumInProgress, flushes)
+		}
+	}
+	if m.Compact.Count < 2 {
+		t.Fatalf("%d flushes led to %d compactions, want several", flushes, m.Compact.Count)
+	}
+	t.Logf("%d flushes, %d compactions, L0 %d sstables", flushes, m.Compact.Count, m.Levels[0].TablesCount)
 	checkEntries(t, s, pid, flushes, perFlush)
 }

@@ -218,8 +218,9 @@ func (s *Store) StartAppend(ctx context.Context, pid PartitionID, req AppendRequ
 	case sync:
 		err = s.db.ApplyNoSyncWait(b, pebble.Sync)
 	default:
-		s.unsynced.Store(true)
-		err = s.db.Apply(b, pebble.NoSync)
+		if err = s.db.Apply(b, pebble.NoSync); err == nil {
+			s.markUnsynced()
+		}
 	}
 	if err != nil {
 		if !errors.Is(err, ErrClosed) {

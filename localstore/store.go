@@ -47,7 +47,8 @@ type Store struct {
 
 	failed      atomic.Pointer[error]
 	closed      atomic.Bool
-	unsynced    atomic.Bool
+	unsynced    atomic.Bool   // the WAL holds writes not yet synced
+	syncKick    chan struct{} // wakes syncLoop: unsynced became true
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	writeStalls atomic.Int64
@@ -103,12 +104,20 @@ func Open(cfg Config) (*Store, error) {
 		TargetFileSizes:       [7]int64{int64(cfg.MemTableSize)},
 		L0CompactionThreshold: 4,
 		L0StopWritesThreshold: 24,
-		FormatMajorVersion:    pebble.FormatNewest,
-		Logger:                pebbleLogger{s.log},
+		// One compaction at a time, always: pebble's default, pinned here
+		// because the scheduler below relies on it.
+		CompactionConcurrencyRange: func() (int, int) { return 1, 1 },
+		FormatMajorVersion:         pebble.FormatNewest,
+		Logger:                     pebbleLogger{s.log},
 		EventListener: &pebble.EventListener{
 			WriteStallBegin: func(pebble.WriteStallBeginInfo) { s.writeStalls.Add(1) },
 		},
 	}
+	// pebble's default scheduler also samples the allowed concurrency
+	// every 100ms, for when it rises between compactions; ours cannot
+	// rise, and a waiting compaction is granted when the running one is
+	// done. That ticker was a third of an idle node's wake-ups.
+	opts.Experimental.CompactionScheduler = pebble.NewConcurrencyLimitSchedulerWithNoPeriodicGrantingForTest()
 	profile, _ := cfg.Compression.profile()
 	opts.ApplyCompressionSettings(func() pebble.DBCompressionSettings {
 		return pebble.UniformDBCompressionSettings(profile)
@@ -165,6 +174,7 @@ func Open(cfg Config) (*Store, error) {
 		go s.commitLoop()
 	}
 	s.gcKick = make(chan struct{}, 1)
+	s.syncKick = make(chan struct{}, 1)
 	s.wg.Add(2)
 	go s.syncLoop()
 	go s.collectLoop()
@@ -223,21 +233,44 @@ func (s *Store) fail(err error) {
 	}
 }
 
-// syncLoop fsyncs the WAL on an interval while writes not yet durable in
-// it are pending.
+// markUnsynced records that pebble's WAL holds writes not yet durable in
+// it; the first such write since the last sync wakes syncLoop. Call it
+// after the write is applied, so the sync it leads to covers it.
+func (s *Store) markUnsynced() {
+	if s.unsynced.Load() || s.unsynced.Swap(true) {
+		return
+	}
+	select {
+	case s.syncKick <- struct{}{}:
+	default:
+	}
+}
+
+// syncLoop fsyncs the WAL AsyncSyncInterval after the first write it does
+// not yet hold durably, and sleeps while there is none: an idle node wakes
+// for nothing here (a ticker woke it ten times a second).
 func (s *Store) syncLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.AsyncSyncInterval)
-	defer t.Stop()
+	t := time.NewTimer(s.cfg.AsyncSyncInterval)
+	t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
+		case <-s.syncKick:
+		}
+		t.Reset(s.cfg.AsyncSyncInterval)
+		select {
+		case <-s.stop:
+			t.Stop()
+			return
 		case <-t.C:
-			if s.unsynced.Swap(false) {
-				if err := s.syncWAL(); err != nil {
-					s.fail(err)
-				}
+		}
+		// Writes marked from here on kick again and get a sync of their
+		// own; those before are in the WAL and this sync covers them.
+		if s.unsynced.Swap(false) {
+			if err := s.syncWAL(); err != nil {
+				s.fail(err)
 			}
 		}
 	}
@@ -320,12 +353,13 @@ func (s *Store) commit(b *pebble.Batch, sync bool) error {
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
-	} else {
-		s.unsynced.Store(true)
 	}
 	if err := s.db.Apply(b, opts); err != nil {
 		s.fail(err)
 		return err
+	}
+	if !sync {
+		s.markUnsynced()
 	}
 	return nil
 }
