@@ -112,10 +112,10 @@ func command(mode perf.Mode, short string, opts Options) *cobra.Command {
 	fl := c.Flags()
 	f.Workload.RegisterFlags(fl)
 	fl.StringVar(&f.Protocol, "protocol", "kafka", "protocol to drive: "+strings.Join(opts.Protocols, ", "))
-	fl.StringVar(&f.KafkaAddr, "kafka-addr", envOr("TERN_KAFKA", "127.0.0.1:9092"), "Kafka bootstrap host:port, comma separated (default $TERN_KAFKA or 127.0.0.1:9092)")
-	fl.StringVar(&f.PulsarURL, "pulsar-url", envOr("TERN_PULSAR", "pulsar://127.0.0.1:6650"), "Pulsar service URL (default $TERN_PULSAR)")
-	fl.StringVar(&f.WebSocketURL, "ws-url", envOr("TERN_WS", "ws://127.0.0.1:8080"), "Pulsar WebSocket endpoint base URL (default $TERN_WS)")
-	fl.StringVar(&f.NATSURL, "nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS URL for --protocol jetstream")
+	fl.StringVar(&f.KafkaAddr, "kafka-addr", envOr("TERN_KAFKA", "127.0.0.1:9092"), "Kafka bootstrap host:port, comma separated ($TERN_KAFKA when set)")
+	fl.StringVar(&f.PulsarURL, "pulsar-url", envOr("TERN_PULSAR", "pulsar://127.0.0.1:6650"), "Pulsar service URL ($TERN_PULSAR when set)")
+	fl.StringVar(&f.WebSocketURL, "ws-url", envOr("TERN_WS", "ws://127.0.0.1:8080"), "Pulsar WebSocket endpoint base URL ($TERN_WS when set)")
+	fl.StringVar(&f.NATSURL, "nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS URL for --protocol jetstream ($NATS_URL when set)")
 	fl.StringVar(&f.AdminURL, "url", "", "tern admin URL whose /metrics gives server RSS and CPU (default $TERN_URL or http://127.0.0.1:8080)")
 	fl.IntVar(&f.ServerPID, "server-pid", 0, "probe this local process for RSS and CPU instead of --url")
 	fl.BoolVar(&f.NoServerFigures, "no-server-figures", false, "do not probe the server for RSS and CPU")
@@ -128,7 +128,57 @@ func command(mode perf.Mode, short string, opts Options) *cobra.Command {
 	fl.IntVar(&f.FetchSize, "fetch-size", 1<<20, "Kafka consumers' most bytes per partition per fetch (max.partition.fetch.bytes)")
 	fl.StringVar(&f.CPUProfile, "client-cpuprofile", "", "write this load generator's CPU profile of the run to this file")
 	fl.StringVar(&f.Trace, "client-trace", "", "write this load generator's execution trace of the run to this file (large: keep runs short)")
+	for name, modes := range modeFlags {
+		if !slices.Contains(modes, mode) {
+			_ = fl.MarkHidden(name)
+		}
+	}
 	return c
+}
+
+// modeFlags are the flags only some modes use; the others leave them out
+// of their help and refuse them.
+var modeFlags = map[string][]perf.Mode{
+	"consumers":  {perf.ModeConsume, perf.ModeE2E},
+	"fetch-size": {perf.ModeConsume, perf.ModeE2E},
+	"backlog":    {perf.ModeConsume},
+}
+
+// protocolFlags are the flags only some protocols' drivers use, with what
+// to say to someone who gave one to another protocol.
+var protocolFlags = map[string]struct {
+	protocols []string
+	hint      string
+}{
+	"acks":        {[]string{"kafka"}, ""},
+	"compression": {[]string{"kafka"}, ""},
+	"fetch-size":  {[]string{"kafka"}, ""},
+	"ws-batching": {[]string{"websocket"}, ""},
+	"no-batching": {[]string{"pulsar"}, "; a WebSocket producer sends each message alone unless --ws-batching is given"},
+}
+
+// checkApplies refuses a flag given to a mode or protocol that would
+// ignore it: a run that silently left it out would measure something
+// other than what was asked.
+func checkApplies(fl *pflag.FlagSet, mode perf.Mode, protocol string) error {
+	var err error
+	fl.Visit(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		if modes, ok := modeFlags[f.Name]; ok && !slices.Contains(modes, mode) {
+			ms := make([]string, len(modes))
+			for i, m := range modes {
+				ms[i] = string(m)
+			}
+			err = fmt.Errorf("--%s is for %s, not %s: leave it out", f.Name, strings.Join(ms, " and "), mode)
+			return
+		}
+		if p, ok := protocolFlags[f.Name]; ok && !slices.Contains(p.protocols, protocol) {
+			err = fmt.Errorf("--%s is for --protocol %s, not %s%s", f.Name, strings.Join(p.protocols, " or "), protocol, p.hint)
+		}
+	})
+	return err
 }
 
 func envOr(k, def string) string {
@@ -142,8 +192,8 @@ func run(cmd *cobra.Command, f *Flags, opts Options) error {
 	if !slices.Contains(opts.Protocols, f.Protocol) {
 		return UsageError{fmt.Errorf("--protocol %q: want one of %s", f.Protocol, strings.Join(opts.Protocols, ", "))}
 	}
-	if f.NoBatching && f.Protocol != "pulsar" {
-		return UsageError{fmt.Errorf("--no-batching is for --protocol pulsar; a WebSocket producer sends each message alone unless --ws-batching is given")}
+	if err := checkApplies(cmd.Flags(), f.Workload.Mode, f.Protocol); err != nil {
+		return UsageError{err}
 	}
 	ctx := cmd.Context()
 	if ctx == nil {
