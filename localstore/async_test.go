@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,7 @@ import (
 
 // gateFS holds every segment fdatasync while its gate is shut.
 type gateFS struct {
-	segSyncFS
+	syncHookFS
 	mu      sync.Mutex
 	cond    *sync.Cond
 	shut    bool
@@ -26,7 +25,7 @@ type gateFS struct {
 
 func newGateFS() *gateFS {
 	g := &gateFS{}
-	g.segSyncFS = segSyncFS{FS: vfs.NewMem(), before: g.wait}
+	g.syncHookFS = syncHookFS{FS: vfs.NewMem(), suffix: ".seg", before: g.wait}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -253,53 +252,24 @@ func TestAppendCommitCountsEachAppendsWait(t *testing.T) {
 	}
 }
 
-// walSyncFS counts the syncs of pebble's WAL files that have returned.
-type walSyncFS struct {
-	vfs.FS
-	syncs *atomic.Int64
-}
-
-func (fs walSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, c)
-	if err != nil || !strings.HasSuffix(name, ".log") {
-		return f, err
-	}
-	return walSyncFile{f, fs.syncs}, nil
-}
-
-type walSyncFile struct {
-	vfs.File
-	syncs *atomic.Int64
-}
-
-func (f walSyncFile) Sync() error {
-	defer f.syncs.Add(1)
-	return f.File.Sync()
-}
-
-func (f walSyncFile) SyncData() error {
-	defer f.syncs.Add(1)
-	return f.File.SyncData()
-}
-
 // Async appends kept in pebble reach its WAL durably one AsyncSyncInterval
 // after the first of them, each time writes resume after a quiet spell:
 // the sync loop sleeps while nothing is unsynced and must wake for the
 // next write. A crash after the sync keeps every append before it.
 func TestAsyncAppendsReachTheWALAfterQuiet(t *testing.T) {
 	mem := vfs.NewCrashableMem()
-	fs := walSyncFS{FS: mem, syncs: new(atomic.Int64)}
-	cfg := memConfig(fs)
+	var syncs atomic.Int64 // WAL fdatasyncs that have returned
+	cfg := memConfig(syncHookFS{FS: mem, suffix: ".log", after: func() { syncs.Add(1) }})
 	cfg.InlineEntries = true
 	cfg.AsyncSyncInterval = 20 * time.Millisecond
 	s, pid := openTopic(t, cfg, "quiet")
 	for round := range 3 {
-		before := fs.syncs.Load()
+		before := syncs.Load()
 		e := makeEntry(t, fmt.Sprint("round", round), 1, 100, int64(round))
 		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: e, Durability: DurabilityAsync}); err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); fs.syncs.Load() == before; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); syncs.Load() == before; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("round %d: no WAL sync within 10s of an async append (interval 20ms)", round)
 			}

@@ -12,7 +12,7 @@ import (
 // firstSyncFS holds the first segment fdatasync after arm until release,
 // and counts the ones that begin while it is held.
 type firstSyncFS struct {
-	segSyncFS
+	syncHookFS
 	mu             sync.Mutex
 	armed, holding bool
 	release        chan struct{}
@@ -21,7 +21,7 @@ type firstSyncFS struct {
 
 func newFirstSyncFS() *firstSyncFS {
 	fs := &firstSyncFS{}
-	fs.segSyncFS = segSyncFS{FS: vfs.NewMem(), before: fs.beforeSync}
+	fs.syncHookFS = syncHookFS{FS: vfs.NewMem(), suffix: ".seg", before: fs.beforeSync}
 	return fs
 }
 
@@ -131,7 +131,7 @@ func TestCommitterOverlapsFdatasyncsAndAppliesInOrder(t *testing.T) {
 func TestGroupCommitIntervalSharesFdatasyncs(t *testing.T) {
 	var mu sync.Mutex
 	syncs := 0
-	fs := segSyncFS{FS: vfs.NewMem(), before: func() { mu.Lock(); syncs++; mu.Unlock() }}
+	fs := syncHookFS{FS: vfs.NewMem(), suffix: ".seg", before: func() { mu.Lock(); syncs++; mu.Unlock() }}
 	if err := fs.MkdirAll("/d", 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -86,27 +86,34 @@ func openTopic(t testing.TB, cfg Config, name string) (*Store, PartitionID) {
 	return s, tm.PIDs[0]
 }
 
-// segSyncFS calls before ahead of every fdatasync of a segment file it
-// made: tests hold or count the segments' syncs with it.
-type segSyncFS struct {
+// syncHookFS calls before ahead of, and after behind, every fdatasync of a
+// file it made whose name ends in suffix (".seg", the segments; ".log",
+// pebble's WAL): tests hold or count syncs with it. Either may be nil.
+type syncHookFS struct {
 	vfs.FS
-	before func()
+	suffix        string
+	before, after func()
 }
 
-func (fs segSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+func (fs syncHookFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
-	if err != nil || !strings.HasSuffix(name, ".seg") {
+	if err != nil || !strings.HasSuffix(name, fs.suffix) {
 		return f, err
 	}
-	return segSyncFile{f, fs.before}, nil
+	return syncHookFile{f, fs.before, fs.after}, nil
 }
 
-type segSyncFile struct {
+type syncHookFile struct {
 	vfs.File
-	before func()
+	before, after func()
 }
 
-func (f segSyncFile) SyncData() error {
-	f.before()
+func (f syncHookFile) SyncData() error {
+	if f.before != nil {
+		f.before()
+	}
+	if f.after != nil {
+		defer f.after()
+	}
 	return f.File.SyncData()
 }
