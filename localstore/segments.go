@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"slices"
@@ -137,9 +138,16 @@ type segments struct {
 	dir  string
 	size int64 // a segment is closed once a record would take it past this
 
+	// log says when new segments cannot be made (nil: not said).
+	log *slog.Logger
+
 	mu     sync.Mutex // guards what follows, and orders writes
 	active *segFile
 	pos    int64 // next record's offset in active
+	// createFails counts the failed segment creations since createLogged,
+	// when one was last logged.
+	createFails  int
+	createLogged time.Time
 	// wbuf holds the small records written to active since the last
 	// flush, which start at wbase: they reach the file in one write, at
 	// the next sync, at a larger record, or when wbuf fills, not in one
@@ -506,7 +514,9 @@ func (sg *segments) roomLocked(need int64, past bool) error {
 		if f == nil {
 			var err error
 			if f, err = sg.create(sg.reserve()); err != nil {
-				return fmt.Errorf("localstore: new segment: %w", err)
+				err = fmt.Errorf("localstore: new segment: %w", err)
+				sg.createFailedLocked(err)
+				return err
 			}
 		}
 		sg.active, sg.pos = f, 0
@@ -517,6 +527,21 @@ func (sg *segments) roomLocked(need int64, past bool) error {
 		}
 	}
 	return nil
+}
+
+// createFailedLocked logs a failed segment creation, which fails the
+// append that needed the segment (and every one after it until one can be
+// made: a full disk, a directory gone): the first, then at most one line
+// every ten seconds, with how many failed meanwhile. Unlogged, a producer
+// whose client retries each failed append hundreds of times a second left
+// no trace of why on the node. sg.mu is held.
+func (sg *segments) createFailedLocked(err error) {
+	sg.createFails++
+	if sg.log == nil || time.Since(sg.createLogged) < 10*time.Second {
+		return
+	}
+	sg.log.Error("appends are failing: cannot make a new segment file", "err", err, "failed", sg.createFails)
+	sg.createFails, sg.createLogged = 0, time.Now()
 }
 
 // putLocked writes the record of header h, head then body at the active

@@ -6,10 +6,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/ternmq/tern/protocols"
 )
@@ -664,5 +670,73 @@ func TestReadTakesARunInOneRead(t *testing.T) {
 	s = openTest(t, Config{Dir: dir})
 	if es, err := s.Read(pa, 0, 1<<20); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read of a run with a damaged record: %d entries, %v; want ErrCorrupt", len(es), err)
+	}
+}
+
+// failCreateFS refuses to create segment files while fail is set, as a
+// full disk or a removed data directory does.
+type failCreateFS struct {
+	vfs.FS
+	fail *atomic.Bool
+}
+
+func (fs failCreateFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	if fs.fail.Load() && strings.HasSuffix(name, ".seg") {
+		return nil, errors.New("no space left on device")
+	}
+	return fs.FS.Create(name, c)
+}
+
+// lockedBuffer is a log destination shared by the store's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Appends that need a new segment file fail, saying why, while none can
+// be made, and the node says so in its log once rather than per append;
+// they succeed again once files can be made.
+func TestAppendsFailAndLogWhileSegmentsCannotBeMade(t *testing.T) {
+	var fail atomic.Bool
+	var logs lockedBuffer
+	cfg := memConfig(failCreateFS{FS: vfs.NewMem(), fail: &fail})
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s, pid := openTopic(t, cfg, "full")
+	entry := func(i int) []byte { return makeEntry(t, fmt.Sprint("e", i), 1, 100<<10, int64(i)) }
+	for i := range 5 {
+		appendStamped(t, s, pid, entry(i), DurabilitySync)
+	}
+	fail.Store(true)
+	var failed int
+	var last error
+	for i := 5; i < 60; i++ {
+		if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: entry(i)}); err != nil {
+			failed++
+			last = err
+		}
+	}
+	// 1 MiB segments hold nine of these; the one made ahead of need
+	// takes a few more.
+	if failed < 30 || !strings.Contains(last.Error(), "new segment") || !strings.Contains(last.Error(), "no space left") {
+		t.Fatalf("%d of 55 appends failed while no segment could be made, the last with %v", failed, last)
+	}
+	if n := strings.Count(logs.String(), "appends are failing: cannot make a new segment file"); n != 1 {
+		t.Fatalf("%d failed appends logged %d lines, want 1:\n%s", failed, n, logs.String())
+	}
+	fail.Store(false)
+	if _, err := s.Append(context.Background(), pid, AppendRequest{Entry: entry(60)}); err != nil {
+		t.Fatalf("an append once segments can be made again: %v", err)
 	}
 }

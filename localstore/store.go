@@ -156,6 +156,7 @@ func Open(cfg Config) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.segs.log = s.log
 	if err := s.replay(); err != nil {
 		_ = s.segs.close()
 		_ = db.Close()

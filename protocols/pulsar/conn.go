@@ -167,9 +167,24 @@ func (c *conn) readFailed(err error) {
 	if c.stopping.Load() || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		return
 	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		// The client closed the connection in the middle of a frame: the
+		// Go client does so on a SEND_ERROR while it is still writing the
+		// SENDs behind the one refused.
+		c.log.Debug("the client closed the connection inside a frame", "err", err)
+		return
+	}
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		c.log.Info("closing an idle connection: the client stopped answering keep-alives")
+	if errors.As(err, &ne) {
+		if ne.Timeout() {
+			c.log.Info("closing an idle connection: the client stopped answering keep-alives")
+			return
+		}
+		// The connection broke (a client resetting it, say, even in the
+		// middle of a frame): its end, not a bad frame. A client that
+		// reconnects after every SEND_ERROR made hundreds of these a
+		// second, each logged and counted as a protocol error.
+		c.log.Debug("the connection broke", "err", err)
 		return
 	}
 	c.s.stats.protocolErrors.Add(1)
