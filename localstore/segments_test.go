@@ -10,13 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/ternmq/tern/internal/logbuf"
 	"github.com/ternmq/tern/protocols"
 )
 
@@ -687,30 +687,12 @@ func (fs failCreateFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, e
 	return fs.FS.Create(name, c)
 }
 
-// lockedBuffer is a log destination shared by the store's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Appends that need a new segment file fail, saying why, while none can
 // be made, and the node says so in its log once rather than per append;
 // they succeed again once files can be made.
 func TestAppendsFailAndLogWhileSegmentsCannotBeMade(t *testing.T) {
 	var fail atomic.Bool
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	cfg := memConfig(failCreateFS{FS: vfs.NewMem(), fail: &fail})
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s, pid := openTopic(t, cfg, "full")

@@ -1,15 +1,15 @@
 package regions
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ternmq/tern/internal/logbuf"
 )
 
 // Test keys (base64 of 16 and 32 bytes).
@@ -24,30 +24,12 @@ const (
 // work (and -race) does not make healthy nodes look dead.
 func fastTimings() Timings { return LoopbackTimings() }
 
-// logBuf collects one node's log output for assertions.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // tnode is one mesh node under test.
 type tnode struct {
 	t    *testing.T
 	cfg  Config
 	m    *Mesh
-	logs *logBuf
+	logs *logbuf.Buffer
 }
 
 func testConfig(t *testing.T, name, region string) Config {
@@ -65,7 +47,7 @@ func testConfig(t *testing.T, name, region string) Config {
 
 func start(t *testing.T, cfg Config) *tnode {
 	t.Helper()
-	n := &tnode{t: t, cfg: cfg, logs: &logBuf{}}
+	n := &tnode{t: t, cfg: cfg, logs: &logbuf.Buffer{}}
 	n.boot()
 	t.Cleanup(func() {
 		n.m.Close()

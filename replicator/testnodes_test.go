@@ -11,28 +11,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ternmq/tern/internal/logbuf"
 )
 
 const testSecret = "test mesh secret, 32 bytes long!"
 
 // logCapture collects log lines so tests can assert on what was logged, and prints them when
 // the test fails.
-type logCapture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *logCapture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.Write(p)
-}
-
-func (c *logCapture) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
-}
+type logCapture struct{ logbuf.Buffer }
 
 // lines returns the logged lines containing every one of subs.
 func (c *logCapture) lines(subs ...string) []string {
