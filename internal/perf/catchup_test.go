@@ -3,6 +3,7 @@ package perf
 import (
 	"context"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,5 +191,63 @@ func TestLatencyCountsFromWhenMessagesWereDue(t *testing.T) {
 	}
 	if l.P50 > 150 {
 		t.Errorf("publish p50 %.1f ms; want the messages after the burst on time", l.P50)
+	}
+}
+
+// stallDriver is a lagDriver whose producers stop acknowledging after
+// acks messages, as a node does whose every append fails while its client
+// holds the messages and sends them again.
+type stallDriver struct {
+	*lagDriver
+	acks int
+}
+
+func (d stallDriver) NewProducer(context.Context, string) (Producer, error) {
+	return stallProducer{lagProducer{d.lagDriver}, d.acks}, nil
+}
+
+type stallProducer struct {
+	lagProducer
+	acks int
+}
+
+func (p stallProducer) Send(ctx context.Context, payload []byte, done func(error)) {
+	p.d.mu.Lock()
+	n := len(p.d.log)
+	p.d.mu.Unlock()
+	if n >= p.acks {
+		// Held, as by a client whose queue is full of messages the
+		// system never acknowledges, until the run gives up.
+		<-ctx.Done()
+		done(ctx.Err())
+		return
+	}
+	p.lagProducer.Send(ctx, payload, done)
+}
+
+func (p stallProducer) Flush(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A consume run whose backlog stops filling ends, saying so, once nothing
+// has been acknowledged for --drain-timeout, instead of filling at 0 msg/s
+// for as long as it is left.
+func TestConsumeFillThatStallsEnds(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Mode = ModeConsume
+	cfg.MessageSize = 100
+	cfg.Backlog = 10_000
+	cfg.DrainTimeout = 300 * time.Millisecond
+	cfg.Progress = io.Discard
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := Run(ctx, cfg, stallDriver{newLagDriver(0, 0), 500})
+	if err == nil || !strings.Contains(err.Error(), "no message acknowledged for 300ms (500 of 10000 so far)") {
+		t.Fatalf("a fill that stalled at 500 of 10,000 messages: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the run ended only at the test's own deadline, after %v", time.Since(start))
 	}
 }

@@ -55,7 +55,8 @@ type Config struct {
 	Backlog int64
 	// DrainTimeout bounds the wait for in-flight messages after the
 	// window (publish acknowledgements, and in e2e mode the consumers
-	// catching up). Default 30s.
+	// catching up), and a consume run's fill for its next
+	// acknowledgement. Default 30s.
 	DrainTimeout time.Duration
 	// Interval is the progress line period. Default 1s.
 	Interval time.Duration
@@ -154,7 +155,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured time")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "time run before measuring, not counted (consume: at most a fifth of the backlog)")
 	fs.Int64Var(&c.Backlog, "backlog", c.Backlog, "consume: messages produced before the consumers start")
-	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long to wait for in-flight messages after the measured window")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long to wait for in-flight messages after the measured window, and for the next acknowledgement while filling a consume run's backlog")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "progress line period")
 	fs.IntVar(&c.ClientGOGC, "client-gogc", c.ClientGOGC, "Go GC target (GOGC) of this load generator during the run; 0 keeps $GOGC")
 }

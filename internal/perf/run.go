@@ -513,6 +513,36 @@ func (r *run) runProduce(ctx context.Context) error {
 	return firstOf(werr, perr, r.measured(r.res.Publish))
 }
 
+// errFillStalled ends a consume run whose backlog stopped filling.
+var errFillStalled = errors.New("perf: filling the backlog stalled")
+
+// watchFill ends a consume run's fill (stall, with errFillStalled) once no
+// message has been acknowledged for DrainTimeout. A system that stopped
+// taking writes (a node whose every append failed, its client resending
+// them) otherwise kept the run filling at 0 msg/s for as long as it was
+// left.
+func (r *run) watchFill(ctx context.Context, stall context.CancelCauseFunc) {
+	t := time.NewTicker(min(time.Second, r.cfg.DrainTimeout/4))
+	defer t.Stop()
+	last, since := r.pub.total.Load(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n := r.pub.total.Load(); n != last {
+				last, since = n, now
+				continue
+			}
+			if now.Sub(since) >= r.cfg.DrainTimeout {
+				stall(fmt.Errorf("%w: no message acknowledged for %v (%d of %d so far); is the system still taking writes? (--drain-timeout sets this wait)",
+					errFillStalled, r.cfg.DrainTimeout, last, r.cfg.Backlog))
+				return
+			}
+		}
+	}
+}
+
 // warmBacklogShare: a consume run's warm-up reads at most 1/warmBacklogShare
 // of the backlog.
 const warmBacklogShare = 5
@@ -521,7 +551,14 @@ func (r *run) runConsume(ctx context.Context) error {
 	// Fill the backlog as fast as the system takes it.
 	r.phase.Store("fill")
 	fillStart := time.Now()
-	if err := r.producers(ctx, nil, r.cfg.Backlog, nil); err != nil {
+	fctx, stall := context.WithCancelCause(ctx)
+	defer stall(nil)
+	go r.watchFill(fctx, stall)
+	err := r.producers(fctx, nil, r.cfg.Backlog, nil)
+	if cause := context.Cause(fctx); errors.Is(cause, errFillStalled) {
+		return cause
+	}
+	if err != nil {
 		return err
 	}
 	if e := r.firstErr.Load(); e != nil {
