@@ -552,10 +552,11 @@ func (r *run) runConsume(ctx context.Context) error {
 	r.phase.Store("fill")
 	fillStart := time.Now()
 	fctx, stall := context.WithCancelCause(ctx)
-	defer stall(nil)
 	go r.watchFill(fctx, stall)
 	err := r.producers(fctx, nil, r.cfg.Backlog, nil)
-	if cause := context.Cause(fctx); errors.Is(cause, errFillStalled) {
+	cause := context.Cause(fctx)
+	stall(nil) // the watch ends with the fill
+	if errors.Is(cause, errFillStalled) {
 		return cause
 	}
 	if err != nil {
