@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -74,6 +75,38 @@ func TestPulsarMetricsCountTheTraffic(t *testing.T) {
 	if got := scrapeValue(t, n, "tern_pulsar_connections_total"); got < 2 {
 		t.Errorf("tern_pulsar_connections_total %v, want the client's and the raw one", got)
 	}
+}
+
+// A client that closes or resets its connection in the middle of a frame
+// has gone away; it has not sent a bad frame. (The Go client does both
+// when it answers a SEND_ERROR by reconnecting while its next SENDs are
+// still being written.) A frame that is bad is still counted.
+func TestPulsarConnectionEndedMidFrameIsNoProtocolError(t *testing.T) {
+	n := testcluster.Start(t).Node(0)
+	want := map[string]float64{"tern_pulsar_protocol_errors_total": 0, "tern_pulsar_connections": 0}
+	for _, reset := range []bool{false, true} {
+		r := dialPulsarRaw(t, n)
+		r.connect()
+		// A 1000-byte frame, 10 bytes of it sent.
+		r.write([]byte{0, 0, 0x03, 0xe8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+		if reset {
+			if err := r.c.(*net.TCPConn).SetLinger(0); err != nil { // Close sends a reset
+				t.Fatal(err)
+			}
+		}
+		r.c.Close()
+		waitMetrics(t, n, want)
+	}
+
+	// The control: a frame too small to hold its command is counted.
+	r := dialPulsarRaw(t, n)
+	r.connect()
+	r.write([]byte{0, 0, 0, 1, 0})
+	if !r.closed() {
+		t.Fatal("the broker kept the connection open")
+	}
+	want["tern_pulsar_protocol_errors_total"] = 1
+	waitMetrics(t, n, want)
 }
 
 // waitMetrics waits up to 10s for /metrics to give every value in want
